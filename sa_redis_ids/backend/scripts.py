@@ -1,0 +1,104 @@
+"""Lua scripts: loading, registration, and the one place where script codes become exceptions.
+
+Scripts are ``.lua`` files shipped in ``sa_redis_ids/lua``; ``common.lua`` is prepended to each. They
+are registered with redis-py's ``register_script`` once per client (``Script`` does EVALSHA and
+reloads on NOSCRIPT), and every reply is a table ``{status, payload...}``.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from importlib import resources
+from typing import TYPE_CHECKING, Any, NoReturn
+
+from sa_redis_ids.errors import (
+    ClockMovedBackwards,
+    ConfigError,
+    DayPurged,
+    SaRedisIdsError,
+    ScriptError,
+    SequenceExhausted,
+)
+
+if TYPE_CHECKING:
+    from sa_redis_ids.backend.nodes import Node
+
+STATUS_OK = 0
+STATUS_EXHAUSTED = 1
+STATUS_CLAIM_MISMATCH = 2
+STATUS_CLOCK_BACKWARDS = 3
+STATUS_DAY_PURGED = 4
+STATUS_OUT_OF_WINDOW = 5
+STATUS_NEEDS_INIT = 6
+
+
+class OutOfWindow(SaRedisIdsError):
+    """Internal: the Redis clock is outside the day window the caller passed; ``now_ms`` says where."""
+
+    def __init__(self, now_ms: int, **kw: Any):
+        self.now_ms = now_ms
+        super().__init__(f"Redis time {now_ms} ms is outside the day window", **kw)
+
+
+class NeedsInit(SaRedisIdsError):
+    """Internal: the day's counter does not exist yet and the generator seeds it from a floor."""
+
+    def __init__(self, day: str, **kw: Any):
+        self.day = day
+        super().__init__(f"counter of day {day} is not initialised", **kw)
+
+
+@lru_cache(maxsize=None)
+def script_source(name: str) -> str:
+    """The text of ``lua/<name>.lua`` with ``common.lua`` prepended."""
+    folder = resources.files("sa_redis_ids") / "lua"
+    common = (folder / "common.lua").read_text(encoding="utf-8")
+    body = (folder / f"{name}.lua").read_text(encoding="utf-8")
+    return f"{common}\n{body}"
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def check_reply(reply: Any, *, namespace: str, node: Node, claim: str = "") -> list[Any]:
+    """Return the payload of an ok reply; raise the exception a status code stands for."""
+    if not isinstance(reply, list) or not reply:
+        raise ScriptError(f"unexpected script reply {reply!r}", namespace=namespace, node=node.name)
+    status = int(reply[0])
+    payload = reply[1:]
+    if status == STATUS_OK:
+        return payload
+    raise_for_status(status, payload, namespace=namespace, node=node, claim=claim)
+
+
+def raise_for_status(
+    status: int, payload: list[Any], *, namespace: str, node: Node, claim: str = ""
+) -> NoReturn:
+    """Map a script's failure code to its exception (the only such mapping in the package)."""
+    where = {"namespace": namespace, "node": node.name}
+    if status == STATUS_EXHAUSTED:
+        raise SequenceExhausted(
+            f"no value left (counter at {_text(payload[0]) if payload else '?'})", **where
+        )
+    if status == STATUS_CLAIM_MISMATCH:
+        raise ConfigError(
+            f"this node recorded the claim {_text(payload[0])!r} for this namespace but is now "
+            f"configured as {claim!r}: the node list was reordered or resized, or the "
+            "generator's options changed; either would issue duplicate IDs",
+            **where,
+        )
+    if status == STATUS_CLOCK_BACKWARDS:
+        behind = int(payload[0])
+        raise ClockMovedBackwards(
+            f"Redis clock is {behind} ms behind the last millisecond issued", behind_ms=behind, **where
+        )
+    if status == STATUS_DAY_PURGED:
+        raise DayPurged(
+            f"day {_text(payload[0])} is at or before the purge marker {_text(payload[1])}", **where
+        )
+    if status == STATUS_OUT_OF_WINDOW:
+        raise OutOfWindow(int(payload[0]), **where)
+    if status == STATUS_NEEDS_INIT:
+        raise NeedsInit(_text(payload[0]), **where)
+    raise ScriptError(f"unknown script status {status} with {payload!r}", **where)

@@ -1,0 +1,57 @@
+"""Options shared by the sub-commands (``--redis-url``, ``--db-url``, ``--prefix``)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+from sa_redis_ids.ids import RedisIds
+from sa_redis_ids.keys import DEFAULT_PREFIX
+
+REDIS_URL_ENV = "SA_REDIS_IDS_URL"
+DB_URL_ENV = "SA_REDIS_IDS_DB_URL"
+
+
+def add_redis_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--redis-url",
+        action="append",
+        default=None,
+        metavar="URL",
+        help=f"Redis URL (redis://, rediss://, unix://); repeat for N independent nodes. "
+        f"Default: ${REDIS_URL_ENV}, else the embedded in-process Redis.",
+    )
+    parser.add_argument(
+        "--cluster", action="store_true", help="the URL names a Redis Cluster node"
+    )
+    parser.add_argument("--prefix", default=DEFAULT_PREFIX, help="key prefix (default: %(default)s)")
+
+
+def add_db_option(parser: argparse.ArgumentParser, default: str) -> None:
+    parser.add_argument(
+        "--db-url",
+        default=os.environ.get(DB_URL_ENV) or default,
+        metavar="URL",
+        help=f"SQLAlchemy database URL (default: ${DB_URL_ENV}, else {default})",
+    )
+
+
+def redis_ids_from(args: argparse.Namespace) -> RedisIds:
+    """The ``RedisIds`` the options name: one URL, several, or the embedded Redis."""
+    urls = args.redis_url or ([os.environ[REDIS_URL_ENV]] if os.environ.get(REDIS_URL_ENV) else [])
+    if len(urls) > 1:
+        return RedisIds.from_urls(urls, prefix=args.prefix)
+    if urls:
+        return RedisIds.from_url(urls[0], prefix=args.prefix, cluster=args.cluster)
+    return RedisIds.embedded(prefix=args.prefix)
+
+
+def positive_int(text: str) -> int:
+    """argparse type: an integer of at least 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} must be 1 or more")
+    return value

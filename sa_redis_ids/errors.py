@@ -1,0 +1,86 @@
+"""The exception hierarchy.
+
+Every error the library raises derives from :class:`SaRedisIdsError` and carries the namespace it
+concerns (and the Redis node, where one is involved), so a log line says *which* generator failed
+*where*. Errors caused by redis-py are raised ``from`` the original exception.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+
+class SaRedisIdsError(Exception):
+    """Base of every error raised by sa_redis_ids."""
+
+    def __init__(self, message: str, *, namespace: str | None = None, node: str | None = None):
+        self.namespace = namespace
+        self.node = node
+        context = ", ".join(
+            f"{name}={value}"
+            for name, value in (("namespace", namespace), ("node", node))
+            if value is not None
+        )
+        super().__init__(f"{message} ({context})" if context else message)
+
+
+class ConfigError(SaRedisIdsError, ValueError):
+    """A configuration that cannot work: bad namespace, bounds past BIGINT, node order changed."""
+
+
+class RedisUnavailable(SaRedisIdsError, ConnectionError):
+    """No Redis node could answer. ``errors`` maps each node tried to the error it gave."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        namespace: str | None = None,
+        node: str | None = None,
+        errors: Mapping[str, BaseException] | None = None,
+    ):
+        self.errors: dict[str, BaseException] = dict(errors or {})
+        if self.errors:
+            detail = "; ".join(f"{name}: {exc}" for name, exc in self.errors.items())
+            message = f"{message}: {detail}"
+        super().__init__(message, namespace=namespace, node=node)
+
+
+class SequenceExhausted(SaRedisIdsError):
+    """The generator has no value left (counter at its limit, pool full, BIGINT reached)."""
+
+
+class ClockMovedBackwards(SaRedisIdsError):
+    """The Redis server clock is behind the last millisecond issued by more than the tolerance."""
+
+    def __init__(
+        self, message: str, *, namespace: str | None = None, node: str | None = None, behind_ms: int
+    ):
+        self.behind_ms = behind_ms
+        super().__init__(message, namespace=namespace, node=node)
+
+
+class DayPurged(SaRedisIdsError):
+    """The day asked for is at or before the purge marker: maintenance removed it for good."""
+
+
+class LockNotAcquired(SaRedisIdsError):
+    """A Redlock could not be acquired on a majority of nodes in time."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        namespace: str | None = None,
+        node: str | None = None,
+        errors: Mapping[str, BaseException] | None = None,
+    ):
+        self.errors: dict[str, BaseException] = dict(errors or {})
+        if self.errors:
+            detail = "; ".join(f"{name}: {exc}" for name, exc in self.errors.items())
+            message = f"{message}: {detail}"
+        super().__init__(message, namespace=namespace, node=node)
+
+
+class ScriptError(SaRedisIdsError):
+    """A Lua script returned a code this version does not know (a bug or a version mismatch)."""

@@ -1,0 +1,27 @@
+-- common.lua: helpers prepended to every script by sa_redis_ids/backend/scripts.py.
+-- Not a script on its own. Return-code convention of every script: a table whose first element
+-- is 0 (ok, payload follows) or a small error code mapped to an exception in one Python place
+-- (sa_redis_ids/backend/scripts.py, STATUS_*).
+
+-- Record on first use which node index of how many, and which configuration, this node serves
+-- for a namespace; on later calls return the recorded claim when it differs from ours.
+local function claim_node(claim_key, claim)
+  local recorded = redis.call('GET', claim_key)
+  if not recorded then
+    redis.call('SET', claim_key, claim)
+    return nil
+  end
+  if recorded ~= claim then
+    return recorded
+  end
+  return nil
+end
+
+-- Exact "a > b" for non-negative decimal integers given as strings without leading zeros.
+-- Lua numbers are doubles (exact only to 2^53), so 64-bit values are compared as text.
+local function dec_gt(a, b)
+  if #a ~= #b then
+    return #a > #b
+  end
+  return a > b
+end

@@ -1,0 +1,100 @@
+"""What every ID generator shares: its namespace and nodes, batch validation, bounds, the claim.
+
+A generator is bound to one namespace of one :class:`~sa_redis_ids.RedisIds`. Subclasses implement
+``_take(n)``: fetch ``n`` values in one Redis round trip. Everything a generator needs to know about
+its limits (``max_value``, the Python type, a code's length) is fixed at construction, so the ORM
+layer can check it against a column before the first insert.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
+
+from sa_redis_ids.errors import ConfigError
+from sa_redis_ids.keys import KeySpace
+
+if TYPE_CHECKING:
+    from sa_redis_ids.backend.nodes import Node, NodeSet
+
+V = TypeVar("V", int, str)
+
+MAX_BATCH = 10_000_000
+"""The most values one ``next_ids`` call may ask for."""
+
+
+def check_count(n: object, *, most: int = MAX_BATCH) -> int:
+    """Validate a batch size: an int from 0 to ``most`` (bool is refused)."""
+    if isinstance(n, bool) or not isinstance(n, int):
+        raise TypeError(f"count must be an int, not {type(n).__name__}")
+    if n < 0:
+        raise ValueError(f"count must be 0 or more, not {n}")
+    if n > most:
+        raise ValueError(f"count {n} is more than the {most} one call may take")
+    return n
+
+
+def check_int_option(name: str, value: object, *, low: int, high: int) -> int:
+    """Validate an integer option, raising :class:`ConfigError` that names it and what would fit."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigError(f"{name} must be an int, not {type(value).__name__}")
+    if not low <= value <= high:
+        raise ConfigError(f"{name}={value} is out of range; it must be from {low} to {high}")
+    return value
+
+
+class IdGenerator(ABC, Generic[V]):
+    """Base of all strategies. ``next_id()`` is ``next_ids(1)[0]``: one round trip either way."""
+
+    strategy: ClassVar[str]
+    """Short name of the strategy; also the key part that separates strategies of one namespace."""
+    python_type: ClassVar[type]
+    """``int`` for numeric IDs, ``str`` for codes."""
+
+    def __init__(self, nodes: NodeSet, prefix: str, namespace: str):
+        self.keys = KeySpace(prefix, namespace)
+        self.namespace = self.keys.namespace
+        self._nodes = nodes
+
+    @property
+    @abstractmethod
+    def max_value(self) -> int:
+        """The largest numeric value this generator can ever produce (codes: their counter)."""
+
+    @property
+    def max_length(self) -> int:
+        """The longest text of a value (digits for numbers, characters for codes)."""
+        return len(str(self.max_value))
+
+    @property
+    @abstractmethod
+    def config(self) -> str:
+        """The options that shape values; recorded on each node so a changed one is caught."""
+
+    def claim_for(self, node: Node) -> str:
+        """The claim this generator records on ``node`` for its namespace."""
+        return node.claim(self.config)
+
+    @property
+    def claim_key(self) -> str:
+        return self.keys.key(self.strategy, "node")
+
+    def next_id(self) -> V:
+        """One new value."""
+        return self._take(1)[0]
+
+    def next_ids(self, n: int) -> list[V]:
+        """``n`` new values in one Redis round trip (``[]`` for 0)."""
+        if check_count(n) == 0:
+            return []
+        return self._take(n)
+
+    @abstractmethod
+    def _take(self, n: int) -> list[V]:
+        """Fetch ``n`` (>= 1) values in one round trip."""
+
+    def _call(self, action: Any) -> Any:
+        return self._nodes.call(self.namespace, action)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.namespace!r}, {self.config})"

@@ -1,0 +1,129 @@
+"""Start and stop ``redis-server`` processes and a 3-master Redis Cluster on free loopback ports.
+
+Every process started here is stopped by its own process id; nothing else is touched.
+"""
+
+from __future__ import annotations
+
+import random
+import socket
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import redis
+
+from tests.support.services import require_binary
+
+HOST = "127.0.0.1"
+
+
+def _free(port: int) -> bool:
+    with socket.socket() as sock:
+        try:
+            sock.bind((HOST, port))
+        except OSError:
+            return False
+    return True
+
+
+def free_port(*, with_bus: bool = False) -> int:
+    """A loopback port nobody listens on (and, for cluster nodes, its bus port +10000 too)."""
+    for _ in range(200):
+        port = random.randint(20000, 40000)
+        if _free(port) and (not with_bus or _free(port + 10000)):
+            return port
+    raise RuntimeError("no free loopback port found")
+
+
+class RedisServer:
+    """One ``redis-server`` process on a free loopback port; ``stop()``/``start()`` keep the port."""
+
+    def __init__(self, *, cluster: bool = False, directory: Path | None = None):
+        self.cluster = cluster
+        self.port = free_port(with_bus=cluster)
+        self.dir = directory or Path(tempfile.mkdtemp(prefix="sa_redis_ids_test_"))
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://{HOST}:{self.port}/0"
+
+    def client(self) -> redis.Redis:
+        return redis.Redis(host=HOST, port=self.port, socket_timeout=5)
+
+    def start(self) -> RedisServer:
+        binary = require_binary("redis-server")
+        args = [
+            binary,
+            "--port", str(self.port),
+            "--bind", HOST,
+            "--save", "",
+            "--appendonly", "no",
+            "--dir", str(self.dir),
+            "--logfile", str(self.dir / f"redis-{self.port}.log"),
+        ]
+        if self.cluster:
+            args += [
+                "--cluster-enabled", "yes",
+                "--cluster-config-file", f"nodes-{self.port}.conf",
+                "--cluster-node-timeout", "5000",
+            ]
+        self.process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                if self.client().ping():
+                    return self
+            except redis.ConnectionError:
+                if self.process.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"redis-server on port {self.port} did not start") from None
+                time.sleep(0.02)
+
+    def stop(self) -> None:
+        """Stop this process (by its pid) and wait for it to exit."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self.process = None
+
+
+class RedisClusterProcesses:
+    """Three cluster-enabled servers joined with ``redis-cli --cluster create``."""
+
+    def __init__(self, masters: int = 3):
+        directory = Path(tempfile.mkdtemp(prefix="sa_redis_ids_cluster_"))
+        self.servers = [RedisServer(cluster=True, directory=directory) for _ in range(masters)]
+
+    @property
+    def url(self) -> str:
+        return self.servers[0].url
+
+    def start(self) -> RedisClusterProcesses:
+        cli = require_binary("redis-cli")
+        for server in self.servers:
+            server.start()
+        addresses = [f"{HOST}:{server.port}" for server in self.servers]
+        subprocess.run(
+            [cli, "--cluster", "create", *addresses, "--cluster-replicas", "0", "--cluster-yes"],
+            check=True,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            timeout=60,
+        )
+        deadline = time.monotonic() + 30
+        for server in self.servers:
+            while server.client().cluster("INFO").get("cluster_state") != "ok":
+                if time.monotonic() > deadline:
+                    raise RuntimeError("the test cluster did not reach cluster_state:ok")
+                time.sleep(0.05)
+        return self
+
+    def stop(self) -> None:
+        for server in self.servers:
+            server.stop()
