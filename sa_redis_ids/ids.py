@@ -123,7 +123,9 @@ class RedisIds:
             )
         return existing  # type: ignore[return-value]
 
-    def sequence(self, namespace: str, *, start: int = 1, js_safe: bool = False) -> SequenceGenerator:
+    def sequence(
+        self, namespace: str, *, start: int = 1, js_safe: bool = False
+    ) -> SequenceGenerator:
         """Increasing integers from ``start``; with N nodes each node issues its residue class."""
         return self._make(
             "sequence",

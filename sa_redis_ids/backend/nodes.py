@@ -143,7 +143,9 @@ class NodeSet:
         except redis.ResponseError as exc:
             if "overflow" in str(exc):
                 raise SequenceExhausted(
-                    "counter would pass a signed 64-bit integer", namespace=namespace, node=node.name
+                    "counter would pass a signed 64-bit integer",
+                    namespace=namespace,
+                    node=node.name,
                 ) from exc
             raise ScriptError(f"Redis refused: {exc}", namespace=namespace, node=node.name) from exc
         node.down_until = 0.0

@@ -7,7 +7,7 @@ reloads on NOSCRIPT), and every reply is a table ``{status, payload...}``.
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 from importlib import resources
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -48,7 +48,7 @@ class NeedsInit(SaRedisIdsError):
         super().__init__(f"counter of day {day} is not initialised", **kw)
 
 
-@lru_cache(maxsize=None)
+@cache
 def script_source(name: str) -> str:
     """The text of ``lua/<name>.lua`` with ``common.lua`` prepended."""
     folder = resources.files("sa_redis_ids") / "lua"
@@ -91,7 +91,9 @@ def raise_for_status(
     if status == STATUS_CLOCK_BACKWARDS:
         behind = int(payload[0])
         raise ClockMovedBackwards(
-            f"Redis clock is {behind} ms behind the last millisecond issued", behind_ms=behind, **where
+            f"Redis clock is {behind} ms behind the last millisecond issued",
+            behind_ms=behind,
+            **where,
         )
     if status == STATUS_DAY_PURGED:
         raise DayPurged(

@@ -41,20 +41,30 @@ def build_models(ids: RedisIds, rows: int) -> tuple[Any, list[DemoTable]]:
     class User(Base):
         __tablename__ = "demo_users"
         id: Mapped[int] = mapped_column(
-            BigInteger, primary_key=True, autoincrement=False, default=redis_id(ids.sequence("demo_users"))
+            BigInteger,
+            primary_key=True,
+            autoincrement=False,
+            default=redis_id(ids.sequence("demo_users")),
         )
         name: Mapped[str] = mapped_column(String(50))
 
     class Event(Base):
         __tablename__ = "demo_events"
         id: Mapped[int] = mapped_column(
-            BigInteger, primary_key=True, autoincrement=False, default=redis_id(ids.sequence("demo_events"))
+            BigInteger,
+            primary_key=True,
+            autoincrement=False,
+            default=redis_id(ids.sequence("demo_events")),
         )
         name: Mapped[str] = mapped_column(String(50))
 
     tables = [
-        DemoTable(User, "sequence", [{"name": f"user {i}"} for i in range(1, rows + 1)], bulk=False),
-        DemoTable(Event, "sequence", [{"name": f"event {i}"} for i in range(1, rows + 1)], bulk=True),
+        DemoTable(
+            User, "sequence", [{"name": f"user {i}"} for i in range(1, rows + 1)], bulk=False
+        ),
+        DemoTable(
+            Event, "sequence", [{"name": f"event {i}"} for i in range(1, rows + 1)], bulk=True
+        ),
     ]
     return Base, tables
 
@@ -103,4 +113,6 @@ def print_rows(session: Session, tables: list[DemoTable]) -> None:
     widths = [max(len(row[i]) for row in [header, *lines]) for i in range(len(header))]
     print()
     for row in [header, tuple("-" * w for w in widths), *lines]:
-        print("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip())
+        print(
+            "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
+        )

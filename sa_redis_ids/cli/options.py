@@ -21,10 +21,10 @@ def add_redis_options(parser: argparse.ArgumentParser) -> None:
         help=f"Redis URL (redis://, rediss://, unix://); repeat for N independent nodes. "
         f"Default: ${REDIS_URL_ENV}, else the embedded in-process Redis.",
     )
+    parser.add_argument("--cluster", action="store_true", help="the URL names a Redis Cluster node")
     parser.add_argument(
-        "--cluster", action="store_true", help="the URL names a Redis Cluster node"
+        "--prefix", default=DEFAULT_PREFIX, help="key prefix (default: %(default)s)"
     )
-    parser.add_argument("--prefix", default=DEFAULT_PREFIX, help="key prefix (default: %(default)s)")
 
 
 def add_db_option(parser: argparse.ArgumentParser, default: str) -> None:

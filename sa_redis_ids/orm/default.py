@@ -19,10 +19,11 @@ class RedisIdDefault(Generic[V]):
     def __init__(self, generator: IdGenerator[V]):
         if not isinstance(generator, IdGenerator):
             raise TypeError(f"redis_id() needs an ID generator, not {type(generator).__name__}")
-        self.generator = generator
+        self.generator: IdGenerator[V] = generator
 
     def __call__(self, context: Any) -> V:
-        return self.generator.next_id()
+        value: V = self.generator.next_id()
+        return value
 
     def __repr__(self) -> str:
         return f"redis_id({self.generator!r})"

@@ -74,6 +74,24 @@ class SequenceGenerator(IdGenerator[int]):
         result: list[int] = self._call(action)
         return result
 
+    def ensure_at_least(self, value: int) -> list[tuple[str, int | None, int]]:
+        """Make sure no value ``<= value`` is ever issued again (counters only move forward).
+
+        Used to reseed Redis from a table's current maximum. Every node is raised (all must be
+        reachable). Returns ``(node, counter before or None, counter after)`` per node.
+        """
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise ValueError(f"ensure_at_least needs a non-negative int, not {value!r}")
+
+        def action(node: Node) -> tuple[str, int | None, int]:
+            needed = max(0, (value - self.start - node.index) // node.count + 1)
+            reply = node.script("set_if_greater")(keys=[self.counter_key], args=[str(needed), ""])
+            before, after = check_reply(reply, namespace=self.namespace, node=node)
+            text = before.decode() if isinstance(before, bytes) else str(before)
+            return node.name, int(text) if text else None, int(after)
+
+        return self._nodes.each(self.namespace, action)
+
     def parse(self, value: int) -> SequenceParts:
         """Which node issued ``value`` and at which counter (for the current node count)."""
         if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= self._limit:

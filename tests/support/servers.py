@@ -57,18 +57,27 @@ class RedisServer:
         binary = require_binary("redis-server")
         args = [
             binary,
-            "--port", str(self.port),
-            "--bind", HOST,
-            "--save", "",
-            "--appendonly", "no",
-            "--dir", str(self.dir),
-            "--logfile", str(self.dir / f"redis-{self.port}.log"),
+            "--port",
+            str(self.port),
+            "--bind",
+            HOST,
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            str(self.dir),
+            "--logfile",
+            str(self.dir / f"redis-{self.port}.log"),
         ]
         if self.cluster:
             args += [
-                "--cluster-enabled", "yes",
-                "--cluster-config-file", f"nodes-{self.port}.conf",
-                "--cluster-node-timeout", "5000",
+                "--cluster-enabled",
+                "yes",
+                "--cluster-config-file",
+                f"nodes-{self.port}.conf",
+                "--cluster-node-timeout",
+                "5000",
             ]
         self.process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + 10

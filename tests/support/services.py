@@ -15,7 +15,9 @@ REDIS_URL = os.environ.get("SA_REDIS_IDS_TEST_REDIS_URL", "redis://127.0.0.1:637
 POSTGRES_URL = os.environ.get(
     "SA_REDIS_IDS_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 )
-MARIADB_URL = os.environ.get("SA_REDIS_IDS_TEST_MARIADB_URL", "mysql+pymysql://root@127.0.0.1:3306/test")
+MARIADB_URL = os.environ.get(
+    "SA_REDIS_IDS_TEST_MARIADB_URL", "mysql+pymysql://root@127.0.0.1:3306/test"
+)
 
 
 def services_required() -> bool:

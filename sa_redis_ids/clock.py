@@ -1,0 +1,98 @@
+"""Which local day it is, by the Redis server's clock, in a configured time zone.
+
+App servers' clocks disagree around midnight, so date-keyed generators never ask them. Lua cannot
+convert time zones, so Python (``zoneinfo``) computes a *day window*: the UTC boundaries of a few
+consecutive local days around the last Redis time it saw. The script reads ``TIME`` and picks the
+day whose boundaries hold it; if the Redis time is outside the window, the script says so with the
+time it read, the window is rebuilt around that time and the call is repeated. DST-correct
+because every boundary comes from ``zoneinfo``.
+
+Test seam: ``offset_ms`` is added to Redis ``TIME`` inside the script. Production never sets it;
+tests use :func:`sa_redis_ids.testing.shift_time` to cross midnight on purpose.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from datetime import date, datetime, timedelta, timezone
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from sa_redis_ids.errors import ConfigError
+
+DAYS_BEFORE = 1
+DAYS_AFTER = 2
+
+
+def zone(name: str) -> ZoneInfo:
+    """The ``ZoneInfo`` for an IANA name, or :class:`ConfigError` naming the bad option."""
+    try:
+        return ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError, TypeError) as exc:
+        raise ConfigError(
+            f"tz={name!r} is not an IANA time zone such as 'UTC' or 'Asia/Shanghai'"
+        ) from exc
+
+
+def day_label(day: date) -> str:
+    """The label a day is stored under: ``YYYYMMDD``."""
+    return day.strftime("%Y%m%d")
+
+
+def label_day(label: str) -> date:
+    """The day of a ``YYYYMMDD`` label."""
+    return datetime.strptime(label, "%Y%m%d").date()
+
+
+def day_start_ms(day: date, tz: ZoneInfo) -> int:
+    """The first UTC millisecond of ``day`` in ``tz``."""
+    start = datetime(day.year, day.month, day.day, tzinfo=tz)
+    return int(start.astimezone(timezone.utc).timestamp() * 1000)
+
+
+def local_day(ms: int, tz: ZoneInfo) -> date:
+    """The day in ``tz`` that holds UTC millisecond ``ms``."""
+    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).astimezone(tz).date()
+
+
+class DayClock:
+    """Builds the day-window arguments a date-keyed script needs, for one time zone.
+
+    ``now`` (app server time in seconds, injectable) only seeds the first window; after a miss the
+    window follows the Redis time the script reported.
+    """
+
+    def __init__(self, tz: str, *, now: Callable[[], float] = time.time):
+        self.tz_name = tz
+        self.tz = zone(tz)
+        self.offset_ms = 0
+        self._now = now
+        self._lock = threading.Lock()
+        self._days: list[date] = []
+        self._args: list[str] = []
+        self.recenter(int(now() * 1000))
+
+    def recenter(self, around_ms: int) -> None:
+        """Rebuild the window around UTC millisecond ``around_ms`` (as Redis sees it)."""
+        today = local_day(around_ms, self.tz)
+        days = [today + timedelta(days=d) for d in range(-DAYS_BEFORE, DAYS_AFTER + 1)]
+        bounds = [day_start_ms(day, self.tz) for day in days]
+        bounds.append(day_start_ms(days[-1] + timedelta(days=1), self.tz))
+        with self._lock:
+            self._days = days
+            self._args = [str(len(days)), *map(str, bounds), *map(day_label, days)]
+
+    @property
+    def days(self) -> list[date]:
+        """The days of the current window, oldest first (their order matches per-day KEYS)."""
+        return list(self._days)
+
+    def window_args(self) -> list[str]:
+        """``[m, boundaries…, labels…]`` as :func:`pick_day` in ``common.lua`` reads them."""
+        return list(self._args)
+
+    def snapshot(self) -> tuple[list[date], list[str]]:
+        """Days and window arguments taken together, so per-day KEYS match the labels."""
+        with self._lock:
+            return list(self._days), list(self._args)
