@@ -85,14 +85,12 @@ def cluster_client(redis_cluster: RedisClusterProcesses) -> Iterator[RedisCluste
     client.close()
 
 
-@pytest.fixture(params=BACKENDS)
-def backend(request: pytest.FixtureRequest) -> Iterator[Backend]:
-    """Each Redis backend in turn; the test's keys are deleted afterwards."""
+def _backend(request: pytest.FixtureRequest, name: str) -> Iterator[Backend]:
     prefix = _unique_prefix()
-    if request.param == "fake":
+    if name == "fake":
         yield Backend("fake", embedded_client(), prefix, None)
         return
-    if request.param == "redis":
+    if name == "redis":
         client = request.getfixturevalue("real_redis")
         found = Backend("redis", client, prefix, {"urls": [REDIS_URL]})
     else:
@@ -102,6 +100,18 @@ def backend(request: pytest.FixtureRequest) -> Iterator[Backend]:
     yield found
     for key in found.keys():  # noqa: SIM118 - Backend.keys() scans Redis
         client.delete(key)
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request: pytest.FixtureRequest) -> Iterator[Backend]:
+    """Each Redis backend in turn; the test's keys are deleted afterwards."""
+    yield from _backend(request, request.param)
+
+
+@pytest.fixture(params=["redis", "cluster"])
+def real_backend(request: pytest.FixtureRequest) -> Iterator[Backend]:
+    """The real backends only (a real server and the cluster): for multi-process tests."""
+    yield from _backend(request, request.param)
 
 
 @pytest.fixture
@@ -140,11 +150,17 @@ def _session_database(admin_url: str, name: str, create: str, drop: str) -> Iter
 
 
 @pytest.fixture(scope="session")
-def postgres_url() -> Iterator[str]:
+def postgresql_url() -> Iterator[str]:
     name = f"sa_redis_ids_{uuid.uuid4().hex[:10]}"
     yield from _session_database(
         POSTGRES_URL, name, "CREATE DATABASE {name}", "DROP DATABASE IF EXISTS {name} WITH (FORCE)"
     )
+
+
+@pytest.fixture(scope="session")
+def postgres_url(postgresql_url: str) -> str:
+    """Alias of ``postgresql_url``."""
+    return postgresql_url
 
 
 @pytest.fixture(scope="session")

@@ -10,7 +10,10 @@ from __future__ import annotations
 
 from typing import Any, Generic
 
+from sa_redis_ids.orm import errors
 from sa_redis_ids.strategies.base import IdGenerator, V
+
+errors.install()
 
 
 class RedisIdDefault(Generic[V]):

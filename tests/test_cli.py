@@ -1,0 +1,94 @@
+"""The command line tool: demo, next, help, and one-line errors."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from sa_redis_ids.cli import build_parser, main
+from tests.support.services import REDIS_URL
+
+
+def test_demo_on_embedded_redis_and_sqlite_prints_rows(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("SA_REDIS_IDS_URL", raising=False)
+    monkeypatch.delenv("SA_REDIS_IDS_DB_URL", raising=False)
+    assert main(["demo", "--rows", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "Redis:    embedded" in out
+    assert "sa_redis_ids_demo.sqlite3" in out
+    assert (tmp_path / "sa_redis_ids_demo.sqlite3").exists()
+    lines = [line.split() for line in out.splitlines() if line.startswith("demo_users")]
+    assert [line[-3] for line in lines] == ["1", "2"]
+    # A second run works too: the demo tables are re-created for the fresh embedded Redis.
+    assert main(["demo", "--rows", "2"]) == 0
+
+
+def test_installed_script_runs_the_demo(tmp_path: Path) -> None:
+    script = shutil.which("sa-redis-ids", path=str(Path(sys.executable).parent))
+    assert script, "the sa-redis-ids console script is installed with the package"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SA_REDIS_IDS_")}
+    result = subprocess.run(
+        [script, "demo"], cwd=tmp_path, capture_output=True, text=True, env=env, timeout=120
+    )
+    assert result.returncode == 0, result.stderr
+    assert "demo_events" in result.stdout
+
+
+def test_next_prints_count_ids(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["next", "users", "--count", "4", "--start", "10"]) == 0
+    assert capsys.readouterr().out.split() == ["10", "11", "12", "13"]
+
+
+def test_next_on_a_real_redis(capsys: pytest.CaptureFixture[str], real_redis: object) -> None:
+    prefix = f"cli{os.getpid()}"
+    try:
+        assert main(["next", "users", "-n", "2", "--redis-url", REDIS_URL, "--prefix", prefix]) == 0
+        assert main(["next", "users", "--redis-url", REDIS_URL, "--prefix", prefix]) == 0
+        assert capsys.readouterr().out.split() == ["1", "2", "3"]
+    finally:
+        for key in real_redis.scan_iter(match=f"{prefix}:*"):  # type: ignore[attr-defined]
+            real_redis.delete(key)  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["next"], "required"),
+        (["next", "users", "--count", "0"], "must be 1 or more"),
+        (["next", "users", "--count", "x"], "not an integer"),
+        (["nosuch"], "invalid choice"),
+        (["next", "bad name"], "may only hold"),
+        (["next", "users", "--redis-url", "http://x"], "must start with"),
+        (["next", "users", "--redis-url", "redis://127.0.0.1:1/0"], "no Redis node could answer"),
+    ],
+)
+def test_bad_arguments_give_one_line_and_non_zero_exit(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    try:
+        status = main(argv)
+    except SystemExit as exc:
+        status = int(exc.code or 0)
+    err = capsys.readouterr().err
+    assert status != 0
+    assert message in err
+    assert len(err.strip().splitlines()) == 1, err
+    assert "Traceback" not in err
+
+
+def test_help_works_on_every_command(capsys: pytest.CaptureFixture[str]) -> None:
+    commands = sorted(build_parser()._subparsers._group_actions[0].choices)  # type: ignore[union-attr]
+    assert {"demo", "next"} <= set(commands)
+    for command in [[], *([name] for name in commands)]:
+        with pytest.raises(SystemExit) as caught:
+            main([*command, "--help"])
+        assert caught.value.code == 0, command
+        assert "usage: sa-redis-ids" in capsys.readouterr().out

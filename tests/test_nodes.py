@@ -1,0 +1,154 @@
+"""N independent nodes: residue classes, claims, failover, and a dead Redis failing fast."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+
+import pytest
+
+from sa_redis_ids import ConfigError, RedisIds, RedisUnavailable
+from sa_redis_ids.backend.nodes import NodeSet
+from tests.support.servers import RedisServer
+from tests.support.uniqueness import duplicates
+
+StartServers = Callable[[int], list[RedisServer]]
+
+
+def _urls(servers: list[RedisServer]) -> list[str]:
+    return [server.url for server in servers]
+
+
+def test_each_of_three_nodes_issues_only_its_residue_class(redis_servers: StartServers) -> None:
+    servers = redis_servers(3)
+    seq = RedisIds.from_urls(_urls(servers)).sequence("users")
+    values = [seq.next_id() for _ in range(30)] + seq.next_ids(30) + seq.next_ids(31)
+    assert not duplicates(values)
+    # Every node was used and each value's residue names the node that issued it.
+    by_node = {k: [v for v in values if (v - 1) % 3 == k] for k in range(3)}
+    assert all(by_node.values())
+    for k, node_values in by_node.items():
+        node = RedisIds.from_urls(_urls(servers)).nodes.nodes[k]
+        counter = int(node.client.get(seq.counter_key))
+        assert max(node_values) == 1 + (counter - 1) * 3 + k
+
+
+def test_nodes_rotate_call_by_call(redis_servers: StartServers) -> None:
+    servers = redis_servers(3)
+    seq = RedisIds.from_urls(_urls(servers)).sequence("users")
+    residues = [(seq.next_id() - 1) % 3 for _ in range(6)]
+    assert sorted(residues[:3]) == [0, 1, 2]
+    assert residues[:3] == residues[3:]
+
+
+def test_a_reordered_node_list_is_refused(redis_servers: StartServers) -> None:
+    servers = redis_servers(3)
+    RedisIds.from_urls(_urls(servers)).sequence("users").next_ids(3)
+    swapped = [servers[1].url, servers[0].url, servers[2].url]
+    seq = RedisIds.from_urls(swapped).sequence("users")
+    with pytest.raises(ConfigError, match="reordered") as caught:
+        for _ in range(3):
+            seq.next_id()
+    assert caught.value.node is not None
+    assert caught.value.namespace == "users"
+
+
+def test_a_resized_node_list_is_refused(redis_servers: StartServers) -> None:
+    servers = redis_servers(3)
+    RedisIds.from_urls(_urls(servers)).sequence("users").next_ids(3)
+    seq = RedisIds.from_urls(_urls(servers)[:2]).sequence("users")
+    with pytest.raises(ConfigError, match="0/3"):
+        seq.next_id()
+
+
+def test_a_listed_node_twice_is_refused() -> None:
+    with pytest.raises(ConfigError, match="twice"):
+        RedisIds.from_urls(["redis://127.0.0.1:1/0", "redis://127.0.0.1:1/0"])
+
+
+def test_issuance_goes_on_when_one_node_stops_mid_run(redis_servers: StartServers) -> None:
+    servers = redis_servers(3)
+    seq = RedisIds.from_urls(_urls(servers)).sequence("users")
+    values: list[int] = []
+    errors: list[BaseException] = []
+    stop = threading.Event()
+
+    def draw() -> None:
+        try:
+            while not stop.is_set():
+                values.extend(seq.next_ids(7))
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=draw) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    time.sleep(0.3)
+    servers[1].stop()
+    before = len(values)
+    time.sleep(0.5)
+    stop.set()
+    for thread in threads:
+        thread.join()
+    assert not errors, errors
+    assert len(values) > before, "issuance stopped with one node of three down"
+    assert not duplicates(values)
+    late = values[before + 4 * 7 :]  # past calls that may have been in flight at the stop
+    assert {(v - 1) % 3 for v in late} <= {0, 2}
+
+
+def test_a_node_that_comes_back_is_used_again() -> None:
+    now = [0.0]
+    nodes = NodeSet(["a", "b"], names=["a", "b"], retry_after=2.0, clock=lambda: now[0])
+    failing = {"b"}
+
+    def action(node):  # type: ignore[no-untyped-def]
+        if node.name in failing:
+            import redis
+
+            raise redis.ConnectionError("down")
+        return node.name
+
+    assert {nodes.call("ns", action) for _ in range(4)} == {"a"}
+    failing.clear()
+    assert {nodes.call("ns", action) for _ in range(4)} == {"a"}, "b rests for retry_after"
+    now[0] = 2.5
+    assert {nodes.call("ns", action) for _ in range(4)} == {"a", "b"}
+
+
+def test_all_nodes_down_raises_redis_unavailable_fast(redis_servers: StartServers) -> None:
+    servers = redis_servers(3)
+    ids = RedisIds.from_urls(_urls(servers))
+    seq = ids.sequence("users")
+    seq.next_ids(3)
+    for server in servers:
+        server.stop()
+    started = time.monotonic()
+    with pytest.raises(RedisUnavailable) as caught:
+        seq.next_id()
+    elapsed = time.monotonic() - started
+    assert set(caught.value.errors) == {node.name for node in ids.nodes.nodes}
+    assert caught.value.namespace == "users"
+    print(f"all three nodes down: RedisUnavailable after {elapsed:.3f} s")
+
+
+def test_client_defaults_make_a_dead_redis_fail_in_about_a_second() -> None:
+    client = RedisIds.from_url("redis://127.0.0.1:1/0").nodes.nodes[0].client
+    kwargs = client.connection_pool.connection_kwargs
+    assert kwargs["socket_connect_timeout"] == 1.0
+    assert kwargs["socket_timeout"] == 1.0
+    assert kwargs["retry"].get_retries() == 0
+
+
+@pytest.mark.parametrize(
+    "url", ["redis://u:p@127.0.0.1:6390/2", "rediss://127.0.0.1:6390", "unix:///tmp/redis.sock"]
+)
+def test_url_schemes_are_accepted(url: str) -> None:
+    assert RedisIds.from_url(url).nodes.nodes[0].name
+
+
+@pytest.mark.parametrize("url", ["http://127.0.0.1:6379", "127.0.0.1:6379", ""])
+def test_bad_url_is_config_error(url: str) -> None:
+    with pytest.raises(ConfigError, match="must start with"):
+        RedisIds.from_url(url)
