@@ -18,20 +18,52 @@ from sa_redis_ids.errors import (
     SequenceExhausted,
 )
 from sa_redis_ids.ids import RedisIds
+from sa_redis_ids.locking.redlock import Redlock
+from sa_redis_ids.orm.bindings import register
+from sa_redis_ids.orm.columns import redis_id_column
 from sa_redis_ids.orm.default import redis_id
+from sa_redis_ids.orm.floor import floor_from_column
 from sa_redis_ids.strategies.base import IdGenerator
+from sa_redis_ids.strategies.buffered import Buffering, BufferStats
+from sa_redis_ids.strategies.daily_code import DailyCodeGenerator, DailyCodeParts
+from sa_redis_ids.strategies.date_prefixed import DatePrefixedGenerator, DatePrefixedParts
+from sa_redis_ids.strategies.dated import DatedBlock
+from sa_redis_ids.strategies.short_id import ShortIdGenerator, ShortIdStats
+from sa_redis_ids.strategies.snowflake import (
+    SnowflakeCompatWarning,
+    SnowflakeGenerator,
+    SnowflakeLayout,
+    SnowflakeParts,
+)
 
 __all__ = [
+    "BufferStats",
+    "Buffering",
     "ClockMovedBackwards",
     "ConfigError",
+    "DailyCodeGenerator",
+    "DailyCodeParts",
+    "DatePrefixedGenerator",
+    "DatePrefixedParts",
+    "DatedBlock",
     "DayPurged",
     "IdGenerator",
     "LockNotAcquired",
     "RedisIds",
     "RedisUnavailable",
+    "Redlock",
     "SaRedisIdsError",
     "ScriptError",
     "SequenceExhausted",
+    "ShortIdGenerator",
+    "ShortIdStats",
+    "SnowflakeCompatWarning",
+    "SnowflakeGenerator",
+    "SnowflakeLayout",
+    "SnowflakeParts",
+    "floor_from_column",
     "redis_id",
+    "redis_id_column",
+    "register",
 ]
 __version__ = "0.1.0"

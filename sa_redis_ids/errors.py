@@ -9,9 +9,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from sqlalchemy.exc import DontWrapMixin
 
-class SaRedisIdsError(Exception):
-    """Base of every error raised by sa_redis_ids."""
+
+class SaRedisIdsError(DontWrapMixin, Exception):
+    """Base of every error raised by sa_redis_ids.
+
+    ``DontWrapMixin``: raised from a column default while SQLAlchemy executes a statement, it
+    reaches the caller as itself, not wrapped in ``sqlalchemy.exc.StatementError``.
+    """
 
     def __init__(self, message: str, *, namespace: str | None = None, node: str | None = None):
         self.namespace = namespace
@@ -65,7 +71,11 @@ class DayPurged(SaRedisIdsError):
 
 
 class LockNotAcquired(SaRedisIdsError):
-    """A Redlock could not be acquired on a majority of nodes in time."""
+    """A Redlock could not be acquired (or extended) on a majority of nodes in time.
+
+    ``name`` is the lock name; ``errors`` maps each node that did not grant the lock in the last
+    attempt to why (:class:`LockHeld`, a connection error, a timeout).
+    """
 
     def __init__(
         self,
@@ -74,12 +84,24 @@ class LockNotAcquired(SaRedisIdsError):
         namespace: str | None = None,
         node: str | None = None,
         errors: Mapping[str, BaseException] | None = None,
+        name: str | None = None,
     ):
+        self.name = name
         self.errors: dict[str, BaseException] = dict(errors or {})
         if self.errors:
             detail = "; ".join(f"{name}: {exc}" for name, exc in self.errors.items())
             message = f"{message}: {detail}"
         super().__init__(message, namespace=namespace, node=node)
+
+
+class LockHeld(SaRedisIdsError):
+    """One node's lock key holds another holder's token (an entry of ``LockNotAcquired.errors``)."""
+
+    def __init__(self, ttl_ms: int, *, namespace: str | None = None, node: str | None = None):
+        self.ttl_ms = ttl_ms
+        super().__init__(
+            f"held by another holder for {ttl_ms} ms more", namespace=namespace, node=node
+        )
 
 
 class ScriptError(SaRedisIdsError):

@@ -15,8 +15,21 @@ from sa_redis_ids.backend.connect import (
 from sa_redis_ids.backend.nodes import NodeSet
 from sa_redis_ids.errors import ConfigError
 from sa_redis_ids.keys import DEFAULT_PREFIX, validate_namespace, validate_prefix
+from sa_redis_ids.locking.redlock import Redlock
+from sa_redis_ids.maintenance.job import DEFAULT_FILL_WARNING, DEFAULT_LOCK_TTL, Maintenance
 from sa_redis_ids.strategies.base import IdGenerator
+from sa_redis_ids.strategies.buffered import Buffering
+from sa_redis_ids.strategies.daily_code import DailyCodeGenerator
+from sa_redis_ids.strategies.date_prefixed import DatePrefixedGenerator
+from sa_redis_ids.strategies.dated import DAY_INIT_LOCK_TTL, Floor, same_floor
 from sa_redis_ids.strategies.sequence import SequenceGenerator
+from sa_redis_ids.strategies.short_id import ShortIdGenerator
+from sa_redis_ids.strategies.snowflake import (
+    DEFAULT_TOLERANCE_MS,
+    SnowflakeGenerator,
+    SnowflakeLayout,
+    resolve_layout,
+)
 
 G = TypeVar("G", bound=IdGenerator[Any])
 
@@ -115,24 +128,191 @@ class RedisIds:
             if existing is None:
                 self._generators[(strategy, namespace)] = made
                 return made
-        if existing.config != made.config:
+        if (existing.config, existing.local_config) != (made.config, made.local_config):
             raise ConfigError(
                 f"a {strategy} generator for this namespace already exists with "
-                f"{existing.config}; it cannot also have {made.config}",
+                f"{existing.config} {existing.local_config}; it cannot also have "
+                f"{made.config} {made.local_config}",
                 namespace=namespace,
             )
         return existing  # type: ignore[return-value]
 
     def sequence(
-        self, namespace: str, *, start: int = 1, js_safe: bool = False
+        self,
+        namespace: str,
+        *,
+        start: int = 1,
+        js_safe: bool = False,
+        block: int | Buffering | None = None,
     ) -> SequenceGenerator:
-        """Increasing integers from ``start``; with N nodes each node issues its residue class."""
+        """Increasing integers from ``start``; with N nodes each node issues its residue class.
+
+        ``block=1000`` (or a :class:`Buffering`) takes blocks with one ``INCRBY`` and hands IDs out
+        from memory with background prefetch; buffered values not used when the process exits are
+        gaps (never duplicates).
+        """
         return self._make(
             "sequence",
             namespace,
             lambda: SequenceGenerator(
-                self.nodes, self.prefix, namespace, start=start, js_safe=js_safe
+                self.nodes, self.prefix, namespace, start=start, js_safe=js_safe, block=block
             ),
+        )
+
+    def snowflake(
+        self,
+        namespace: str,
+        *,
+        layout: str | SnowflakeLayout = "default",
+        tolerance_ms: int = DEFAULT_TOLERANCE_MS,
+    ) -> SnowflakeGenerator:
+        """Time-ordered ``ms · shard · sequence`` IDs from Redis ``TIME``, decodable with ``parse``.
+
+        ``layout``: ``"default"`` (41/12/10 bits since 2026-01-01), ``"compat"`` (seed 003, since
+        1970; warns: it runs out in 2039), ``"js_safe"`` (at most 2^53 − 1) or a
+        :class:`~sa_redis_ids.strategies.snowflake.SnowflakeLayout`. ``tolerance_ms``: how far the
+        Redis clock may step back before ``ClockMovedBackwards``.
+        """
+        resolved = resolve_layout(layout, stacklevel=2)
+        return self._make(
+            "snowflake",
+            namespace,
+            lambda: SnowflakeGenerator(
+                self.nodes, self.prefix, namespace, layout=resolved, tolerance_ms=tolerance_ms
+            ),
+        )
+
+    def short_id(
+        self, namespace: str, *, pool_size: int = 10_000_000, offset: int = 10_000_000
+    ) -> ShortIdGenerator:
+        """Random unique numbers from ``offset`` to ``offset + pool_size − 1`` (a Redis bitmap).
+
+        ``release(v)`` frees a value, ``reserve(values)`` blocks values for good, ``is_taken(v)``,
+        ``stats()``. A full pool raises ``SequenceExhausted``.
+        """
+        return self._make(
+            "short_id",
+            namespace,
+            lambda: ShortIdGenerator(
+                self.nodes, self.prefix, namespace, pool_size=pool_size, offset=offset
+            ),
+        )
+
+    def date_prefixed(
+        self,
+        namespace: str,
+        *,
+        fmt: str = "YYYYMMDD",
+        length: int = 19,
+        start: int = 1,
+        tz: str = "UTC",
+        js_safe: bool = False,
+        floor: Floor | None = None,
+        block: int | Buffering | None = None,
+    ) -> DatePrefixedGenerator:
+        """Integers ``<date prefix><day counter>`` of ``length`` digits, the day by Redis time in
+        ``tz``; ``floor(day)`` seeds a missing day's counter above what is already used (under a
+        Redlock), so a Redis that lost its data continues above the database. ``block=`` buffers
+        blocks in memory (one ``HINCRBY`` each); a block is dropped at its day's end."""
+        made = self._make(
+            "date_prefixed",
+            namespace,
+            lambda: DatePrefixedGenerator(
+                self.nodes,
+                self.prefix,
+                namespace,
+                fmt=fmt,
+                length=length,
+                start=start,
+                tz=tz,
+                js_safe=js_safe,
+                floor=floor,
+                locker=self._day_lock,
+                block=block,
+            ),
+        )
+        same_floor(made, floor)
+        return made
+
+    def daily_code(
+        self,
+        namespace: str,
+        *,
+        prefix: str = "IS",
+        digits: int = 4,
+        tz: str = "Asia/Shanghai",
+        grace_days: int = 2,
+        floor: Floor | None = None,
+    ) -> DailyCodeGenerator:
+        """Codes ``prefix + YYYYMMDD + digits-digit counter`` restarting at 1 every day (Redis time
+        in ``tz``); each day's key expires ``grace_days`` after the day. ``floor`` as for
+        :meth:`date_prefixed`."""
+        made = self._make(
+            "daily_code",
+            namespace,
+            lambda: DailyCodeGenerator(
+                self.nodes,
+                self.prefix,
+                namespace,
+                code_prefix=prefix,
+                digits=digits,
+                tz=tz,
+                grace_days=grace_days,
+                floor=floor,
+                locker=self._day_lock,
+            ),
+        )
+        same_floor(made, floor)
+        return made
+
+    def _day_lock(self, name: str) -> Redlock:
+        """The Redlock that guards seeding a day's counter from its floor."""
+        return self.lock(name, ttl=DAY_INIT_LOCK_TTL)
+
+    def maintenance(
+        self,
+        keep_days: int = 7,
+        precreate_days: int = 2,
+        *,
+        lock_ttl: float = DEFAULT_LOCK_TTL,
+        fill_warning: float = DEFAULT_FILL_WARNING,
+    ) -> Maintenance:
+        """The maintenance job of this instance's generators (see :mod:`sa_redis_ids.maintenance`):
+        pre-create upcoming day counters, purge days older than ``keep_days``, report pool fill."""
+        return Maintenance(
+            self,
+            keep_days=keep_days,
+            precreate_days=precreate_days,
+            lock_ttl=lock_ttl,
+            fill_warning=fill_warning,
+        )
+
+    def lock(
+        self,
+        name: str,
+        *,
+        ttl: float = 10.0,
+        timeout: float = 10.0,
+        node_timeout: float | None = None,
+        retry_delay: float = 0.2,
+        fence_ttl: float | None = None,
+    ) -> Redlock:
+        """A new :class:`~sa_redis_ids.locking.Redlock` named ``name`` over this instance's nodes.
+
+        ``with ids.lock("name") as lease:`` waits up to ``timeout`` s for a majority of the nodes;
+        the lock expires after ``ttl`` s unless extended; ``lease.fencing_token`` increases with
+        every acquisition of ``name`` (while its fence counter lives: ``fence_ttl`` s after the last
+        acquisition, default forever). A new object per call: one lease per holder.
+        """
+        return Redlock(
+            self.nodes,
+            name,
+            prefix=self.prefix,
+            ttl=ttl,
+            timeout=timeout,
+            node_timeout=node_timeout,
+            retry_delay=retry_delay,
+            fence_ttl=fence_ttl,
         )
 
     def close(self) -> None:

@@ -15,6 +15,7 @@ from sa_redis_ids.errors import (
     ClockMovedBackwards,
     ConfigError,
     DayPurged,
+    LockHeld,
     SaRedisIdsError,
     ScriptError,
     SequenceExhausted,
@@ -30,6 +31,8 @@ STATUS_CLOCK_BACKWARDS = 3
 STATUS_DAY_PURGED = 4
 STATUS_OUT_OF_WINDOW = 5
 STATUS_NEEDS_INIT = 6
+STATUS_LOCK_HELD = 20  # Redlock codes: 20–29
+STATUS_BEFORE_EPOCH = 30  # Snowflake codes: 30–39
 
 
 class OutOfWindow(SaRedisIdsError):
@@ -103,4 +106,12 @@ def raise_for_status(
         raise OutOfWindow(int(payload[0]), **where)
     if status == STATUS_NEEDS_INIT:
         raise NeedsInit(_text(payload[0]), **where)
+    if status == STATUS_BEFORE_EPOCH:
+        raise ConfigError(
+            f"Redis time is {int(payload[0])} ms before the snowflake layout's epoch_ms; "
+            "the epoch must lie in the past of every node's clock",
+            **where,
+        )
+    if status == STATUS_LOCK_HELD:
+        raise LockHeld(int(payload[0]), **where)
     raise ScriptError(f"unknown script status {status} with {payload!r}", **where)

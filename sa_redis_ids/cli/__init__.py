@@ -12,10 +12,10 @@ import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
-from sa_redis_ids.cli import demo, next_ids
+from sa_redis_ids.cli import bench, demo, maintain, next_ids, parse, reseed
 from sa_redis_ids.errors import SaRedisIdsError
 
-COMMANDS = [demo, next_ids]
+COMMANDS = [demo, next_ids, maintain, reseed, parse, bench]
 
 
 class Parser(argparse.ArgumentParser):

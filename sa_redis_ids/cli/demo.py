@@ -58,12 +58,69 @@ def build_models(ids: RedisIds, rows: int) -> tuple[Any, list[DemoTable]]:
         )
         name: Mapped[str] = mapped_column(String(50))
 
+    class Invoice(Base):
+        __tablename__ = "demo_invoices"
+        id: Mapped[int] = mapped_column(
+            BigInteger,
+            primary_key=True,
+            autoincrement=False,
+            default=redis_id(ids.date_prefixed("demo_invoices", fmt="YYYYMMDD", length=19)),
+        )
+        name: Mapped[str] = mapped_column(String(50))
+
+    class Order(Base):
+        __tablename__ = "demo_orders"
+        id: Mapped[int] = mapped_column(
+            BigInteger,
+            primary_key=True,
+            autoincrement=False,
+            default=redis_id(ids.snowflake("demo_orders")),
+        )
+        name: Mapped[str] = mapped_column(String(50))
+
+    class Member(Base):
+        __tablename__ = "demo_members"
+        id: Mapped[int] = mapped_column(
+            BigInteger,
+            primary_key=True,
+            autoincrement=False,
+            default=redis_id(ids.short_id("demo_members")),
+        )
+        name: Mapped[str] = mapped_column(String(50))
+
+    codes = ids.daily_code("demo_order_codes", prefix="IS", digits=4, tz="Asia/Shanghai")
+
+    class OrderCode(Base):
+        __tablename__ = "demo_order_codes"
+        id: Mapped[str] = mapped_column(
+            String(codes.max_length), primary_key=True, default=redis_id(codes)
+        )
+        name: Mapped[str] = mapped_column(String(50))
+
     tables = [
         DemoTable(
             User, "sequence", [{"name": f"user {i}"} for i in range(1, rows + 1)], bulk=False
         ),
         DemoTable(
             Event, "sequence", [{"name": f"event {i}"} for i in range(1, rows + 1)], bulk=True
+        ),
+        DemoTable(
+            Invoice,
+            "date_prefixed",
+            [{"name": f"invoice {i}"} for i in range(1, rows + 1)],
+            bulk=False,
+        ),
+        DemoTable(
+            OrderCode,
+            "daily_code",
+            [{"name": f"order {i}"} for i in range(1, rows + 1)],
+            bulk=True,
+        ),
+        DemoTable(
+            Order, "snowflake", [{"name": f"order {i}"} for i in range(1, rows + 1)], bulk=False
+        ),
+        DemoTable(
+            Member, "short_id", [{"name": f"member {i}"} for i in range(1, rows + 1)], bulk=True
         ),
     ]
     return Base, tables

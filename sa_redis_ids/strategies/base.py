@@ -71,6 +71,11 @@ class IdGenerator(ABC, Generic[V]):
     def config(self) -> str:
         """The options that shape values; recorded on each node so a changed one is caught."""
 
+    @property
+    def local_config(self) -> str:
+        """Options that only shape this process (buffering), not the values; never on a node."""
+        return ""
+
     def claim_for(self, node: Node) -> str:
         """The claim this generator records on ``node`` for its namespace."""
         return node.claim(self.config)

@@ -4,6 +4,10 @@ With N nodes, node ``k`` (0-based) keeps its own counter ``c`` and issues
 ``start + (c − 1)·N + k``: the nodes' residue classes modulo N never meet, so no initialisation
 step is needed and none can silently fail (seed 002's multi-node flaw). The script compares the
 counter with its limit as text, so values up to 2^63 − 1 stay exact although Lua numbers are doubles.
+
+With ``block=`` the generator takes a block of counters with one ``INCRBY`` and hands the values out
+from memory (see :mod:`sa_redis_ids.strategies.buffered`); each block is one node's residue class, so
+multi-node uniqueness is unchanged. Values buffered when the process exits are gaps.
 """
 
 from __future__ import annotations
@@ -13,7 +17,13 @@ from typing import TYPE_CHECKING
 
 from sa_redis_ids.backend.scripts import check_reply
 from sa_redis_ids.bounds import limit_for
-from sa_redis_ids.strategies.base import IdGenerator, check_int_option
+from sa_redis_ids.strategies.base import check_int_option
+from sa_redis_ids.strategies.buffered import (
+    RANGE_MAX_BLOCK,
+    BufferedGenerator,
+    Buffering,
+    Segment,
+)
 
 if TYPE_CHECKING:
     from sa_redis_ids.backend.nodes import Node, NodeSet
@@ -28,14 +38,25 @@ class SequenceParts:
     counter: int
 
 
-class SequenceGenerator(IdGenerator[int]):
-    """Increasing integers, unique across every node and process of one namespace."""
+class SequenceGenerator(BufferedGenerator[int]):
+    """Increasing integers, unique across every node and process of one namespace.
+
+    ``block`` (an int or :class:`~sa_redis_ids.strategies.buffered.Buffering`) turns on segment
+    buffering.
+    """
 
     strategy = "seq"
     python_type = int
 
     def __init__(
-        self, nodes: NodeSet, prefix: str, namespace: str, *, start: int = 1, js_safe: bool = False
+        self,
+        nodes: NodeSet,
+        prefix: str,
+        namespace: str,
+        *,
+        start: int = 1,
+        js_safe: bool = False,
+        block: int | Buffering | None = None,
     ):
         super().__init__(nodes, prefix, namespace)
         limit = limit_for(js_safe)
@@ -43,6 +64,9 @@ class SequenceGenerator(IdGenerator[int]):
         self.js_safe = js_safe
         self._limit = limit
         self.counter_key = self.keys.key(self.strategy)
+        self._use_buffer(
+            block, self._take_block, capacity=limit - self.start + 1, default_max=RANGE_MAX_BLOCK
+        )
 
     @property
     def max_value(self) -> int:
@@ -62,17 +86,22 @@ class SequenceGenerator(IdGenerator[int]):
         return range(first, first + n * node.count, node.count)
 
     def _take(self, n: int) -> list[int]:
-        def action(node: Node) -> list[int]:
+        return list(self._take_block(n).values)
+
+    def _take_block(self, n: int) -> Segment[int]:
+        """``n`` values from one node in one ``INCRBY`` (a ``range``: nothing materialised)."""
+
+        def action(node: Node) -> range:
             claim = self.claim_for(node)
             reply = node.script("sequence")(
                 keys=[self.counter_key, self.claim_key],
                 args=[n, claim, str(self.counter_limit(node))],
             )
             (after,) = check_reply(reply, namespace=self.namespace, node=node, claim=claim)
-            return list(self.values_for(node, int(after), n))
+            return self.values_for(node, int(after), n)
 
-        result: list[int] = self._call(action)
-        return result
+        values: range = self._call(action)
+        return Segment(values)
 
     def ensure_at_least(self, value: int) -> list[tuple[str, int | None, int]]:
         """Make sure no value ``<= value`` is ever issued again (counters only move forward).

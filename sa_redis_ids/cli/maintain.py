@@ -1,0 +1,189 @@
+"""``sa-redis-ids maintain``: run the maintenance job once (``--once``) or on its schedule.
+
+Which generators does a command line process know? Two ways to tell it:
+
+* ``--app module:attribute`` (recommended): import the application's module that makes its
+  ``RedisIds`` and generators (with their real options) and use that object; ``attribute`` may also
+  be a function returning it. The current directory is on the import path, as for ``python -m``.
+* ``--date-prefixed NS`` / ``--daily-code NS`` / ``--short-id NS`` (repeatable): generators with the
+  **default options** on ``--redis-url``. A generator whose options differ from the application's is
+  refused by the node claim (``ConfigError``), never silently mismatched; use ``--app`` then.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+from typing import Any
+
+from sa_redis_ids.cli.options import add_redis_options, redis_ids_from
+from sa_redis_ids.errors import ConfigError
+from sa_redis_ids.ids import RedisIds
+from sa_redis_ids.maintenance.job import Maintenance, MaintenanceSummary
+
+
+def non_negative_int(text: str) -> int:
+    """argparse type: an integer of at least 0."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{value} must be 0 or more")
+    return value
+
+
+def add_app_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--app",
+        metavar="MODULE:ATTR",
+        help="the application's RedisIds (or a function returning it), e.g. myapp.ids:ids; "
+        "its generators are used with their own options and Redis (no --redis-url then)",
+    )
+
+
+def load_app(spec: str) -> RedisIds:
+    """Import ``module:attribute`` and return the ``RedisIds`` it names (calling it if needed)."""
+    module_name, _, attribute = spec.partition(":")
+    if not module_name or not attribute:
+        raise ConfigError(f"--app {spec!r} must look like 'package.module:attribute'")
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ConfigError(f"--app: cannot import {module_name!r}: {exc}") from exc
+    found: Any = module
+    for part in attribute.split("."):
+        found = getattr(found, part, None)
+        if found is None:
+            raise ConfigError(f"--app: {module_name!r} has no attribute {attribute!r}")
+    if not isinstance(found, RedisIds) and callable(found):
+        found = found()
+    if not isinstance(found, RedisIds):
+        raise ConfigError(f"--app {spec!r} is a {type(found).__name__}, not a RedisIds")
+    return found
+
+
+def app_or_redis(args: argparse.Namespace) -> RedisIds:
+    """The ``RedisIds`` of ``--app``, else the one the Redis options name."""
+    if args.app:
+        if args.redis_url:
+            raise ConfigError("--app brings its own Redis; leave out --redis-url")
+        return load_app(args.app)
+    return redis_ids_from(args)
+
+
+def register(sub: Any) -> None:
+    parser = sub.add_parser(
+        "maintain",
+        help="pre-create and purge date-keyed counters, report ShortId pools",
+        description="Run the maintenance job: create today's and the next days' counters, purge "
+        "days older than --keep-days, report how full ShortId pools are. Without --once it runs "
+        "in the foreground on its schedule (hourly and 23:50 in each generator's time zone) "
+        "until interrupted.",
+    )
+    parser.add_argument("--once", action="store_true", help="run once, print the summary, exit")
+    parser.add_argument(
+        "--keep-days",
+        type=non_negative_int,
+        default=7,
+        metavar="N",
+        help="keep the N most recent days, today included (at least 2; default 7)",
+    )
+    parser.add_argument(
+        "--precreate-days",
+        type=non_negative_int,
+        default=2,
+        metavar="N",
+        help="create the counters of the N days after today too (default 2)",
+    )
+    add_app_option(parser)
+    for flag, what in (
+        ("--date-prefixed", "DatePrefixed"),
+        ("--daily-code", "DailyCode"),
+        ("--short-id", "ShortId"),
+    ):
+        parser.add_argument(
+            flag,
+            action="append",
+            default=[],
+            metavar="NS",
+            help=f"maintain the {what} namespace NS (default options; repeatable)",
+        )
+    add_redis_options(parser)
+    parser.set_defaults(run=run)
+
+
+def build(args: argparse.Namespace) -> Maintenance:
+    """The ``Maintenance`` the options describe, with its generators made."""
+    ids = app_or_redis(args)
+    for namespace in args.date_prefixed:
+        ids.date_prefixed(namespace)
+    for namespace in args.daily_code:
+        ids.daily_code(namespace)
+    for namespace in args.short_id:
+        ids.short_id(namespace)
+    if not ids.generators:
+        raise ConfigError(
+            "no generators to maintain: name the application with --app MODULE:ATTR or "
+            "namespaces with --date-prefixed/--daily-code/--short-id"
+        )
+    return ids.maintenance(keep_days=args.keep_days, precreate_days=args.precreate_days)
+
+
+def describe(summary: MaintenanceSummary) -> str:
+    """The summary as a few readable lines."""
+    when = summary.started_at.strftime("%Y-%m-%d %H:%M:%S UTC")
+    if summary.skipped:
+        lines = [f"maintenance at {when}: skipped ({summary.reason})"]
+    else:
+        lines = [f"maintenance at {when}"]
+        for r in summary.counters:
+            created = ", ".join(map(str, r.created)) or "none"
+            purged = ", ".join(map(str, r.purged)) or "none"
+            lines.append(
+                f"  {r.namespace} ({r.strategy}, today {r.today}): created {created}; "
+                f"purged {purged}; purged through {r.purged_through or 'nothing'}"
+            )
+        for p in summary.pools:
+            lines.append(
+                f"  {p.namespace} (pool): {p.issued} issued, {p.free} free, {p.fill_ratio:.2%} full"
+            )
+    lines.extend(f"  error: {e.namespace} {e.step}: {e.message}" for e in summary.errors)
+    return "\n".join(lines)
+
+
+def run(args: argparse.Namespace) -> int:
+    maintenance = build(args)
+    if args.once:
+        summary = maintenance.run_once()
+        print(describe(summary), flush=True)
+        return 0 if summary.ok else 1
+    return run_forever(maintenance)
+
+
+def run_forever(maintenance: Maintenance) -> int:
+    """A foreground ``BlockingScheduler`` with the job (run at once, then on schedule)."""
+    from sa_redis_ids.maintenance.scheduling import blocking_scheduler
+
+    scheduler = blocking_scheduler()
+
+    def job() -> None:
+        print(describe(maintenance.run_once()), flush=True)
+
+    from sa_redis_ids.maintenance.scheduling import add_job
+
+    add_job(scheduler, job, maintenance.trigger(), run_now=True)
+    zones = ", ".join(maintenance.time_zones())
+    print(f"maintenance scheduled: hourly and at 23:50 in {zones}; Ctrl-C stops", flush=True)
+    try:
+        scheduler.start()
+    except (KeyboardInterrupt, SystemExit):
+        pass
+    finally:
+        if scheduler.running:
+            scheduler.shutdown(wait=True)
+    return 0

@@ -1,0 +1,44 @@
+-- dated_set.lua: create a day's counter at a value (mode "init": only if it does not exist), or
+-- raise it to at least a value (mode "raise": never lowers it). Refuses a purged day.
+-- KEYS[1]  purge marker: label of the last purged day (absent: nothing purged)
+-- KEYS[2]  node claim key of the namespace
+-- KEYS[3]  storage "hash": the namespace's hash; storage "key": the set of day labels
+-- KEYS[4]  storage "key" only: the day's counter key
+-- ARGV[1]  this node's claim, "index/count|config"
+-- ARGV[2]  the day's label "YYYYMMDD"
+-- ARGV[3]  storage: "hash" or "key"
+-- ARGV[4]  the counter value (non-negative decimal string, no leading zeros)
+-- ARGV[5]  mode: "init" or "raise"
+-- ARGV[6]  storage "key": UTC ms at which a newly created key expires
+-- Returns  {0, counter before ("" when absent), counter after}
+--          {2, recorded claim}       node claim mismatch: nothing changed
+--          {4, label, marker}        the day is at or before the purge marker: nothing changed
+local recorded = claim_node(KEYS[2], ARGV[1])
+if recorded then
+  return {2, recorded}
+end
+local label = ARGV[2]
+local marker = redis.call('GET', KEYS[1])
+if marker and label <= marker then
+  return {4, label, marker}
+end
+local hash = ARGV[3] == 'hash'
+local before
+if hash then
+  before = redis.call('HGET', KEYS[3], label)
+else
+  before = redis.call('GET', KEYS[4])
+end
+if before and (ARGV[5] == 'init' or not dec_gt(ARGV[4], before)) then
+  return {0, before, before}
+end
+if hash then
+  redis.call('HSET', KEYS[3], label, ARGV[4])
+elseif before then
+  redis.call('SET', KEYS[4], ARGV[4], 'KEEPTTL')
+else
+  redis.call('SET', KEYS[4], ARGV[4])
+  redis.call('PEXPIREAT', KEYS[4], ARGV[6])
+  redis.call('SADD', KEYS[3], label)
+end
+return {0, before or '', ARGV[4]}

@@ -1,0 +1,65 @@
+-- snowflake.lua: reserve n consecutive (millisecond, sequence) slots of one node; Python composes
+-- the IDs (Lua numbers are doubles). All times below are milliseconds since the layout's epoch.
+-- KEYS[1]  state hash of the namespace on this node:
+--            ms    last millisecond issued (may run ahead of the clock: borrowed milliseconds)
+--            c     last slot issued in that millisecond (this node's slot index, 0-based)
+--            seen  latest Redis time observed; a clock behind it went backwards
+-- KEYS[2]  node claim key of the namespace
+-- ARGV[1]  n, how many slots to take (>= 1)
+-- ARGV[2]  this node's claim, "index/count|config"
+-- ARGV[3]  epoch of the layout (ms since 1970)
+-- ARGV[4]  last millisecond the layout can hold (2^time_bits - 1)
+-- ARGV[5]  slots per millisecond on this node (its share of the sequence values)
+-- ARGV[6]  tolerance: how far (ms) the clock may be behind `seen` and still be served; without
+--          state (new namespace, or state lost) the first millisecond is clock + tolerance + 1
+-- ARGV[7]  test-only offset added to Redis TIME ("0" in production)
+-- Returns  {0, first ms, first slot, last ms, last slot}: the slots run on from the first to the
+--          last, a full millisecond at a time (slot counts restart at 0 each millisecond)
+--          {1, text}                 the layout's time ran out: nothing taken
+--          {2, recorded claim}       node claim mismatch: nothing taken
+--          {3, ms behind}            the clock is behind `seen` by more than the tolerance
+--          {30, ms before the epoch} the Redis time lies before the layout's epoch
+-- A whole number as plain decimal text (never "1e+12").
+local function whole(x)
+  return string.format('%.0f', x)
+end
+
+local recorded = claim_node(KEYS[2], ARGV[2])
+if recorded then
+  return {2, recorded}
+end
+local n = tonumber(ARGV[1])
+local slots = tonumber(ARGV[5])
+local now = redis_now_ms(ARGV[7]) - tonumber(ARGV[3])
+if now < 0 then
+  return {30, -now}
+end
+local state = redis.call('HMGET', KEYS[1], 'ms', 'c', 'seen')
+local last_ms, last_c, seen = tonumber(state[1]), tonumber(state[2]), tonumber(state[3])
+if seen and now < seen then
+  if seen - now > tonumber(ARGV[6]) then
+    return {3, seen - now}
+  end
+else
+  seen = now
+end
+local ms, c = now, 0
+if not last_ms then
+  -- No state: a new namespace, or this node lost it (FLUSHALL, failover to a lagging replica).
+  -- IDs issued before a loss may lie up to the tolerance ahead of this clock: start after them.
+  ms = now + tonumber(ARGV[6]) + 1
+elseif last_ms >= now then
+  -- the last millisecond is now, in the (borrowed) future, or the clock is slightly behind
+  ms, c = last_ms, last_c + 1
+end
+if c >= slots then
+  ms, c = ms + 1, 0
+end
+local last_index = c + n - 1
+local end_ms = ms + math.floor(last_index / slots)
+local end_c = last_index % slots
+if end_ms > tonumber(ARGV[4]) then
+  return {1, 'the end of the layout, millisecond ' .. ARGV[4] .. ' after its epoch'}
+end
+redis.call('HSET', KEYS[1], 'ms', whole(end_ms), 'c', whole(end_c), 'seen', whole(seen))
+return {0, ms, c, end_ms, end_c}

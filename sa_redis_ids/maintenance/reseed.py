@@ -1,0 +1,225 @@
+"""Reseeding: raise a generator's Redis counters above what a database table already holds.
+
+After Redis lost its data, or when a table that had IDs before adopts a generator, the counters
+must start above the values in the table. :func:`reseed_from_table` reads the table and calls the
+generator's set-if-greater ``ensure_at_least`` (counters never move backwards, so running it twice,
+or while the application runs, is safe):
+
+* a **sequence**: ``MAX(column)`` once;
+* a **date-keyed** generator (DatePrefixed, DailyCode): the maximum of every day in the table,
+  newest first. Each day is one indexed ``MAX`` query below the previous day's lowest value, so only
+  the days actually present are visited. Days at or before the purge marker are skipped: maintenance
+  removed them for good and no generator can issue them again;
+* a **pool** (ShortId, which has ``reserve``): every value is marked taken, in chunks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass, field
+from datetime import date
+from typing import Any
+
+from sqlalchemy import Column, MetaData, Table, func, select
+from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.exc import NoSuchTableError
+
+from sa_redis_ids.errors import ConfigError, DayPurged
+from sa_redis_ids.maintenance.job import is_date_keyed, strategy_name
+from sa_redis_ids.strategies.base import IdGenerator
+
+RESERVE_CHUNK = 10_000
+"""Values per ``reserve`` call when reseeding a ShortId pool."""
+
+
+@dataclass(frozen=True)
+class NodeChange:
+    """One node's counter before and after (``before`` None: the counter did not exist)."""
+
+    node: str
+    before: int | None
+    after: int
+
+    @property
+    def raised(self) -> bool:
+        return self.before is None or self.after > self.before
+
+
+@dataclass(frozen=True)
+class ReseedStep:
+    """One ``ensure_at_least`` call: the table's maximum (of one day, for date-keyed ones)."""
+
+    day: date | None
+    table_max: Any
+    nodes: list[NodeChange]
+    skipped: str = ""
+    """Why nothing was done (a purged day), else empty."""
+
+    @property
+    def raised(self) -> bool:
+        return any(change.raised for change in self.nodes)
+
+    def describe(self) -> str:
+        where = f"day {self.day}: " if self.day is not None else ""
+        if self.skipped:
+            return f"{where}max {self.table_max}: skipped ({self.skipped})"
+        changes = ", ".join(
+            f"{c.node} {'-' if c.before is None else c.before} -> {c.after}"
+            + ("" if c.raised else " (unchanged)")
+            for c in self.nodes
+        )
+        return f"{where}max {self.table_max}: counter {changes}"
+
+
+@dataclass
+class ReseedReport:
+    """What :func:`reseed_from_table` did."""
+
+    namespace: str
+    strategy: str
+    table: str
+    column: str
+    kind: str = "counter"
+    """``counter`` (one maximum), ``days`` (one maximum per day) or ``pool`` (values reserved)."""
+    steps: list[ReseedStep] = field(default_factory=list)
+    reserved: int = 0
+    """Pools: how many values of the table were read and marked taken."""
+    newly_taken: int = 0
+    """Pools: how many of those were still free in Redis (the ones reseeding saved)."""
+    note: str = ""
+    """Why the walk stopped early (a value this generator does not make), else empty."""
+
+    @property
+    def raised(self) -> int:
+        """How many steps raised at least one node's counter."""
+        return sum(1 for step in self.steps if step.raised)
+
+    def describe(self) -> str:
+        head = f"{self.namespace} ({self.strategy}) from {self.table}.{self.column}"
+        if self.kind == "pool":
+            text = (
+                f"{head}: {self.reserved} values marked taken, {self.newly_taken} of them were free"
+            )
+        elif not self.steps:
+            text = f"{head}: no values, nothing to do"
+        elif self.kind == "days":
+            text = f"{head}: {len(self.steps)} days read, {self.raised} raised"
+        else:
+            top = self.steps[0]
+            text = f"{head}: max {top.table_max}, " + (
+                "counter raised" if top.raised else "counter already above it"
+            )
+        return text + (f"; {self.note}" if self.note else "")
+
+
+Progress = Callable[[ReseedStep, int], None]
+"""``progress(step, done)``: called after each step with the number of steps done so far."""
+
+
+def _column(bind: Engine | Connection, table: str | Table, column: str) -> Column[Any]:
+    if isinstance(table, Table):
+        found = table
+    else:
+        schema, _, name = table.rpartition(".")
+        try:
+            found = Table(name, MetaData(), schema=schema or None, autoload_with=bind)
+        except NoSuchTableError as exc:
+            raise ConfigError(f"the database has no table {table!r}") from exc
+    if column not in found.c:
+        raise ConfigError(f"table {found.fullname} has no column {column!r}")
+    return found.c[column]
+
+
+def _changes(result: Any) -> list[NodeChange]:
+    return [NodeChange(str(node), before, int(after)) for node, before, after in result]
+
+
+def reseed_from_table(
+    generator: IdGenerator[Any],
+    bind: Engine | Connection,
+    table: str | Table,
+    column: str = "id",
+    *,
+    since: date | None = None,
+    progress: Progress | None = None,
+) -> ReseedReport:
+    """Raise ``generator``'s counters above every value of ``table.column`` (see the module doc).
+
+    ``table`` is a ``Table`` or a name (``schema.name`` allowed) reflected from ``bind``.
+    ``since``: date-keyed generators only visit days from it on (the newest days matter most).
+    """
+    col = _column(bind, table, column)
+    report = ReseedReport(
+        generator.namespace, strategy_name(generator), col.table.fullname, col.name, steps=[]
+    )
+    opened: AbstractContextManager[Connection] = (
+        bind.connect() if isinstance(bind, Engine) else nullcontext(bind)
+    )
+    with opened as conn:
+        if is_date_keyed(generator):
+            report.kind = "days"
+            _reseed_days(generator, conn, col, report, since, progress)
+        elif callable(getattr(generator, "ensure_at_least", None)):
+            top = conn.execute(select(func.max(col))).scalar()
+            if top is not None:
+                step = ReseedStep(None, top, _changes(generator.ensure_at_least(top)))  # type: ignore[attr-defined]
+                report.steps.append(step)
+                if progress:
+                    progress(step, 1)
+        elif callable(getattr(generator, "reserve", None)):
+            report.kind = "pool"
+            _reserve_all(generator, conn, col, report)
+        else:
+            raise ConfigError(
+                f"a {generator.strategy} generator has no counter to reseed",
+                namespace=generator.namespace,
+            )
+    return report
+
+
+def _reseed_days(
+    generator: Any,
+    conn: Connection,
+    col: Column[Any],
+    report: ReseedReport,
+    since: date | None,
+    progress: Progress | None,
+) -> None:
+    marker: date | None = generator.purged_through()
+    below: Any = None
+    while True:
+        query = select(func.max(col))
+        if below is not None:
+            query = query.where(col < below)
+        top = conn.execute(query).scalar()
+        if top is None:
+            return
+        try:
+            day, _counter = generator.day_and_counter(top)
+        except ValueError:
+            report.note = f"stopped at {top!r}: not a value of this generator"
+            return
+        if since is not None and day < since:
+            return
+        if marker is not None and day <= marker:
+            step = ReseedStep(day, top, [], skipped=f"purged through {marker}")
+        else:
+            try:
+                step = ReseedStep(day, top, _changes(generator.ensure_at_least(top)))
+            except DayPurged as exc:
+                step = ReseedStep(day, top, [], skipped=str(exc))
+        report.steps.append(step)
+        if progress:
+            progress(step, len(report.steps))
+        below = generator.day_bounds(day)[0]
+
+
+def _reserve_all(generator: Any, conn: Connection, col: Column[Any], report: ReseedReport) -> None:
+    # Options on the statement, not the connection: Connection.execution_options() would change a
+    # connection the caller (an Alembic migration) goes on using.
+    query = select(col).where(col.is_not(None))
+    result = conn.execute(query.execution_options(stream_results=True, yield_per=RESERVE_CHUNK))
+    for chunk in result.scalars().partitions(RESERVE_CHUNK):
+        report.newly_taken += int(generator.reserve(list(chunk)))
+        report.reserved += len(chunk)

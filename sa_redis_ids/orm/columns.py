@@ -1,0 +1,47 @@
+"""``redis_id_column(generator)``: the declarative one-liner for a column filled from Redis."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import BigInteger, String
+from sqlalchemy.orm import MappedColumn, mapped_column
+from sqlalchemy.types import TypeEngine
+
+from sa_redis_ids.orm.default import redis_id
+from sa_redis_ids.strategies.base import IdGenerator
+
+
+def column_type_for(generator: IdGenerator[Any]) -> TypeEngine[Any]:
+    """``BigInteger`` for numbers, ``String(max_length)`` for codes."""
+    if generator.python_type is str:
+        return String(generator.max_length)
+    return BigInteger()
+
+
+def redis_id_column(
+    generator: IdGenerator[Any],
+    type_: TypeEngine[Any] | None = None,
+    *,
+    primary_key: bool = True,
+    **kwargs: Any,
+) -> MappedColumn[Any]:
+    """A ``mapped_column`` filled from ``generator``: the right type, ``default=redis_id(...)``,
+    ``autoincrement=False``; a primary key unless ``primary_key=False`` (then ``unique=True``
+    unless given). Other keyword arguments go to ``mapped_column``.
+
+    >>> class Order(Base):                                   # doctest: +SKIP
+    ...     __tablename__ = "orders"
+    ...     id: Mapped[int] = redis_id_column(ids.snowflake("orders"))
+    ...     code: Mapped[str] = redis_id_column(ids.daily_code("codes"), primary_key=False)
+    """
+    if not primary_key:
+        kwargs.setdefault("unique", True)
+        kwargs.setdefault("nullable", False)
+    return mapped_column(
+        type_ if type_ is not None else column_type_for(generator),
+        primary_key=primary_key,
+        autoincrement=False,
+        default=redis_id(generator),
+        **kwargs,
+    )

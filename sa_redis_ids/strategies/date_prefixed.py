@@ -1,0 +1,244 @@
+"""DatePrefixed: a date prefix followed by the zero-padded day counter, e.g. ``2026112200000000042``.
+
+Formats: ``YYYYMMDD``, ``YYMMDD``, ``YYYYDDD``, ``YYDDD`` (DDD = day of the year); ``length`` is
+the total number of digits (8–19); the counter gets ``length − len(prefix)`` digits and restarts each
+day. Counters live in one hash per namespace, one field per day label, incremented by ``HINCRBY`` in
+the Lua call that also creates the field, so the hot path is one round trip.
+
+Bounds: the last day a configuration can serve is the last day whose largest value still fits a
+signed BIGINT (or 2^53 − 1 with ``js_safe``), capped by the format (``YY`` formats cover 2000–2099).
+A configuration must serve every day through :data:`HORIZON` (the end of the ``YY`` century), else
+it is a :class:`ConfigError` at construction. ``max_value`` is the largest value of that last day;
+an exhausted day raises :class:`SequenceExhausted` and never grows a digit.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import date, timedelta
+from typing import TYPE_CHECKING
+
+from sa_redis_ids.bounds import BIGINT_MAX, limit_for
+from sa_redis_ids.errors import ConfigError, SequenceExhausted
+from sa_redis_ids.strategies.base import check_int_option
+from sa_redis_ids.strategies.buffered import BufferedGenerator, Buffering, day_source
+from sa_redis_ids.strategies.dated import DatedGenerator, Floor, Locker
+
+if TYPE_CHECKING:
+    from sa_redis_ids.backend.nodes import NodeSet
+
+FORMATS: dict[str, int] = {"YYYYMMDD": 8, "YYMMDD": 6, "YYYYDDD": 7, "YYDDD": 5}
+"""Each format and the digits its prefix takes."""
+
+MIN_LENGTH = 8
+MAX_LENGTH = 19
+
+HORIZON = date(2099, 12, 31)
+"""Every configuration must be able to issue values for every day up to this one."""
+
+
+@dataclass(frozen=True)
+class DatePrefixedParts:
+    """A date-prefixed value decoded: its day, its counter part, and which node issued it."""
+
+    value: int
+    day: date
+    counter: int
+    node_index: int
+
+
+def _first_day(fmt: str) -> date:
+    return date(2000, 1, 1) if fmt.startswith("YY") and not fmt.startswith("YYYY") else date.min
+
+
+def _format_last_day(fmt: str) -> date:
+    return date(2099, 12, 31) if fmt.startswith("YY") and not fmt.startswith("YYYY") else date.max
+
+
+def prefix_text(fmt: str, day: date) -> str:
+    """The date prefix of ``day`` in ``fmt`` (``YY`` formats take the year modulo 100)."""
+    year = f"{day.year:04d}" if fmt.startswith("YYYY") else f"{day.year % 100:02d}"
+    if fmt.endswith("MMDD"):
+        return f"{year}{day.month:02d}{day.day:02d}"
+    return f"{year}{day.timetuple().tm_yday:03d}"
+
+
+def parse_prefix(fmt: str, text: str) -> date:
+    """The day of a date prefix in ``fmt``; ``ValueError`` if it is not a date."""
+    width = 4 if fmt.startswith("YYYY") else 2
+    year = int(text[:width]) + (0 if width == 4 else 2000)
+    rest = text[width:]
+    if fmt.endswith("MMDD"):
+        return date(year, int(rest[:2]), int(rest[2:]))
+    ordinal = int(rest)
+    day = date(year, 1, 1) + timedelta(days=ordinal - 1)
+    if ordinal < 1 or day.year != year:
+        raise ValueError(f"day of year {ordinal} does not exist in {year}")
+    return day
+
+
+def last_day(fmt: str, length: int, limit: int) -> date | None:
+    """The last day whose largest value (``length`` digits) is at most ``limit``; None if none."""
+    scale = 10 ** (length - FORMATS[fmt])
+    most = (limit - (scale - 1)) // scale  # the largest prefix whose whole day fits
+    first, day = _first_day(fmt), _format_last_day(fmt)
+    if int(prefix_text(fmt, day)) <= most:
+        return day
+    text = str(most).zfill(FORMATS[fmt])
+    if len(text) > FORMATS[fmt]:  # pragma: no cover - the format's last day would have fitted
+        return day
+    width = 4 if fmt.startswith("YYYY") else 2
+    year = int(text[:width]) + (0 if width == 4 else 2000)
+    if year < first.year:
+        return None
+    day = min(day, date(year, 12, 31))
+    while int(prefix_text(fmt, day)) > most:  # at most a year of steps
+        if day == first:
+            return None
+        day -= timedelta(days=1)
+    return day
+
+
+def _limit_name(js_safe: bool) -> str:
+    return "2^53−1, js_safe=True" if js_safe else "signed BIGINT"
+
+
+class DatePrefixedGenerator(BufferedGenerator[int], DatedGenerator[int]):
+    """Integers ``<date prefix><zero-padded day counter>``, unique across nodes and midnight.
+
+    ``block=`` buffers blocks of one ``HINCRBY`` (see :mod:`sa_redis_ids.strategies.buffered`); a
+    buffered block never spans two days: what is left of it at the day change is dropped (gaps).
+    """
+
+    strategy = "dp"
+    python_type = int
+    storage = "hash"
+
+    def __init__(
+        self,
+        nodes: NodeSet,
+        prefix: str,
+        namespace: str,
+        *,
+        fmt: str = "YYYYMMDD",
+        length: int = 19,
+        start: int = 1,
+        tz: str = "UTC",
+        js_safe: bool = False,
+        floor: Floor | None = None,
+        locker: Locker | None = None,
+        block: int | Buffering | None = None,
+    ):
+        if fmt not in FORMATS:
+            raise ConfigError(f"fmt={fmt!r} is not a date format; use one of {', '.join(FORMATS)}")
+        length = check_int_option("length", length, low=MIN_LENGTH, high=MAX_LENGTH)
+        width = FORMATS[fmt]
+        if length <= width:
+            raise ConfigError(
+                f"length={length} with fmt={fmt} leaves the counter no digits (the date takes "
+                f"{width}); use length>={width + 1}"
+            )
+        limit = limit_for(js_safe)
+        self.fmt = fmt
+        self.length = length
+        self.js_safe = js_safe
+        self.counter_digits = length - width
+        self._scale: int = 10**self.counter_digits
+        self.first_day = _first_day(fmt)
+        found = last_day(fmt, length, limit)
+        if found is None or found < HORIZON:
+            raise ConfigError(self._bound_message(limit))
+        self.last_day = found
+        """The last day this configuration can issue values for (it runs out after it)."""
+        start = check_int_option("start", start, low=0, high=self._scale - 1)
+        super().__init__(
+            nodes,
+            prefix,
+            namespace,
+            tz=tz,
+            start=start,
+            counter_max=self._scale - 1,
+            floor=floor,
+            locker=locker,
+        )
+        self._max_value = self.compose(found, self._scale - 1)
+        fetch, clock = day_source(self)
+        self._use_buffer(block, fetch, capacity=self.capacity_per_day, clock=clock, expiring=True)
+
+    def _bound_message(self, limit: int) -> str:
+        reach = int(prefix_text(self.fmt, HORIZON)) * self._scale + self._scale - 1
+        fits = [
+            n
+            for n in range(MIN_LENGTH, MAX_LENGTH + 1)
+            if n > FORMATS[self.fmt] and (last_day(self.fmt, n, limit) or date.min) >= HORIZON
+        ]
+        advice = f"use length<={max(fits)}" if fits else "use a shorter fmt"
+        if self.js_safe and (last_day(self.fmt, self.length, BIGINT_MAX) or date.min) >= HORIZON:
+            advice += " or js_safe=False"
+        return (
+            f"length={self.length} with fmt={self.fmt} reaches {reach} on {HORIZON}, past "
+            f"{limit} ({_limit_name(self.js_safe)}); {advice}"
+        )
+
+    @property
+    def max_value(self) -> int:
+        return self._max_value
+
+    @property
+    def capacity_per_day(self) -> int:
+        """How many values one day holds, over all nodes together."""
+        return self._scale - self.start
+
+    @property
+    def config(self) -> str:
+        return (
+            f"date_prefixed:fmt={self.fmt}:length={self.length}:start={self.start}"
+            f":tz={self.clock.tz_name}"
+        )
+
+    def _store_key(self) -> str:
+        return self.keys.key(self.strategy)
+
+    def _check_day(self, day: date) -> None:
+        if not self.first_day <= day <= self.last_day:
+            raise SequenceExhausted(
+                f"fmt={self.fmt} with length={self.length} has no prefix for {day}: it covers "
+                f"{self.first_day} to {self.last_day}",
+                namespace=self.namespace,
+            )
+
+    def compose(self, day: date, counter: int) -> int:
+        """The value of counter part ``counter`` on ``day``."""
+        if not 0 <= counter < self._scale:
+            raise ValueError(f"counter {counter} does not fit {self.counter_digits} digits")
+        return int(prefix_text(self.fmt, day)) * self._scale + counter
+
+    def compose_all(self, day: date, counters: range) -> list[int]:
+        base = int(prefix_text(self.fmt, day)) * self._scale
+        return [base + counter for counter in counters]
+
+    def parse(self, value: int) -> DatePrefixedParts:
+        """The day, counter part and issuing node of ``value``; ``ValueError`` if it is not one."""
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise ValueError(f"{value!r} is not a value of this date-prefixed generator")
+        text = str(value).zfill(self.length)
+        if len(text) > self.length:
+            raise ValueError(f"{value} has more than {self.length} digits")
+        width = FORMATS[self.fmt]
+        try:
+            day = parse_prefix(self.fmt, text[:width])
+        except ValueError as exc:
+            raise ValueError(f"{value} does not start with a {self.fmt} date: {exc}") from None
+        counter = int(text[width:])
+        if counter < self.start:
+            raise ValueError(f"{value} has counter {counter}, below start={self.start}")
+        return DatePrefixedParts(
+            value=value,
+            day=day,
+            counter=counter,
+            node_index=(counter - self.start) % len(self._nodes),
+        )
+
+    def day_and_counter(self, value: int) -> tuple[date, int]:
+        parts = self.parse(value)
+        return parts.day, parts.counter

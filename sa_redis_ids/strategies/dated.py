@@ -1,0 +1,389 @@
+"""What DatePrefixed and DailyCode share: a counter per local day, keyed by the Redis server's clock.
+
+The day comes from Redis ``TIME`` in a configured time zone (:class:`~sa_redis_ids.clock.DayClock`);
+each call sends the day window and the script picks the day, creates its counter atomically (one
+round trip) and increments it. With N nodes, node ``k`` issues counter parts
+``start + (c − 1)·N + k`` of its own counter ``c`` (as :mod:`~sa_redis_ids.strategies.sequence`).
+
+``floor=``: a callable ``floor(day) -> int`` giving the highest counter part already used that day
+(for example read from the database by :func:`~sa_redis_ids.orm.floor.floor_from_column`). With a
+floor the script does not create a missing counter; it says so, and the generator takes the Redlock
+for ``(namespace, day)``, checks again, seeds the counter above the floor, releases and retries.
+So a Redis that lost its data mid-day continues above what the database holds. When the counter
+exists the hot path stays one round trip without a lock.
+
+Maintenance (purge, precreate) and reseeding (``ensure_at_least``) live here too. A purge raises a
+per-node marker; the scripts refuse any day at or before it, so a purged day is never re-created.
+"""
+
+from __future__ import annotations
+
+import threading
+from abc import abstractmethod
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from datetime import date, timedelta
+from typing import TYPE_CHECKING, Any, Generic
+
+from sa_redis_ids.backend.scripts import NeedsInit, OutOfWindow, check_reply
+from sa_redis_ids.clock import DayClock, day_label, day_start_ms, label_day
+from sa_redis_ids.errors import ConfigError, DayPurged, ScriptError
+from sa_redis_ids.strategies.base import IdGenerator, V
+
+if TYPE_CHECKING:
+    from sa_redis_ids.backend.nodes import Node, NodeSet
+
+Floor = Callable[[date], int]
+"""``floor(day)``: the highest counter part already used on ``day`` (0 when none)."""
+
+Locker = Callable[[str], AbstractContextManager[Any]]
+"""``locker(name)``: a context manager holding a distributed lock of that name (a Redlock)."""
+
+DAY_INIT_LOCK_TTL = 10.0
+"""Seconds the first-of-day Redlock is held at most (one floor query and one script call)."""
+
+ATTEMPTS = 4
+"""Script calls one take may need: a window rebuilt after a miss, a day seeded from its floor."""
+
+
+@dataclass(frozen=True)
+class DatedBlock(Generic[V]):
+    """Values of one day from one round trip, with the Redis time they were taken at.
+
+    ``day_end_ms`` is the UTC millisecond at which ``day`` ends in the generator's time zone, so a
+    buffer can drop what is left of the block at the day change without asking Redis again.
+    """
+
+    day: date
+    values: list[V]
+    redis_now_ms: int
+    day_end_ms: int
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def same_floor(generator: DatedGenerator[Any], floor: object) -> None:
+    """Refuse to hand out an existing generator whose ``floor`` differs from the one asked for."""
+    if floor is generator.floor or (floor is not None and floor == generator.floor):
+        return
+    raise ConfigError(
+        f"a {generator.strategy} generator for this namespace already exists with "
+        f"floor={generator.floor!r}; it cannot also have floor={floor!r}",
+        namespace=generator.namespace,
+    )
+
+
+class DatedGenerator(IdGenerator[V]):
+    """A counter per local day (Redis time, ``tz``), with floors, purging and precreation.
+
+    Subclasses say how a day and a counter part make a value (:meth:`compose`), how to read them
+    back (:meth:`day_and_counter`), where counters live (``storage``) and the counter's range.
+    """
+
+    storage: str
+    """``"hash"``: one hash per namespace, a field per day; ``"key"``: one expiring key per day."""
+
+    def __init__(
+        self,
+        nodes: NodeSet,
+        prefix: str,
+        namespace: str,
+        *,
+        tz: str,
+        start: int,
+        counter_max: int,
+        floor: Floor | None = None,
+        locker: Locker | None = None,
+        grace_ms: int = 0,
+    ):
+        super().__init__(nodes, prefix, namespace)
+        self.clock = DayClock(tz)
+        self.start: int = start
+        self.counter_max: int = counter_max
+        if floor is not None and not callable(floor):
+            raise ConfigError(f"floor must be a callable floor(day) -> int, not {floor!r}")
+        self.floor = floor
+        """The floor as given (compared when the factory is asked again)."""
+        bind = getattr(floor, "bind", None)
+        self._floor: Floor | None = bind(self) if callable(bind) else floor
+        self._locker = locker
+        self._init_lock = threading.Lock()
+        self.grace_ms: int = grace_ms
+        self.purge_key = self.keys.key(self.strategy, "purged")
+
+    # -- what subclasses define -------------------------------------------------------------
+
+    @abstractmethod
+    def compose(self, day: date, counter: int) -> V:
+        """The value of counter part ``counter`` on ``day``."""
+
+    def compose_all(self, day: date, counters: range) -> list[V]:
+        """The values of ``counters`` on ``day`` (subclasses compute the day's part once)."""
+        return [self.compose(day, counter) for counter in counters]
+
+    @abstractmethod
+    def day_and_counter(self, value: V) -> tuple[date, int]:
+        """The day and counter part of one of this generator's values (``ValueError`` otherwise)."""
+
+    @abstractmethod
+    def _store_key(self) -> str:
+        """The hash (storage "hash") or the set of day labels (storage "key")."""
+
+    def _day_key(self, label: str) -> str:
+        """Storage "key": the counter key of the day labelled ``label``."""
+        return self.keys.key(self.strategy, label)
+
+    def _check_day(self, day: date) -> None:
+        """Raise if values of ``day`` cannot be composed (a format's date range)."""
+
+    # -- counters and nodes -----------------------------------------------------------------
+
+    def day_bounds(self, day: date) -> tuple[V, V]:
+        """The lowest and highest value ``day`` can have (what a floor query scans)."""
+        return self.compose(day, 0), self.compose(day, self.counter_max)
+
+    def counter_limit(self, node: Node) -> int:
+        """The highest counter ``node`` may reach without its counter part passing ``counter_max``."""
+        return max(0, (self.counter_max - self.start - node.index) // node.count + 1)
+
+    def counter_above(self, node: Node, used: int) -> int:
+        """The counter that makes ``node``'s next counter part greater than ``used``."""
+        return max(0, (used - self.start - node.index) // node.count + 1)
+
+    def _parts(self, node: Node, after: int, n: int) -> range:
+        first = self.start + (after - n) * node.count + node.index
+        return range(first, first + n * node.count, node.count)
+
+    def _expire_at(self, day: date) -> int:
+        return day_start_ms(day + timedelta(days=1), self.clock.tz) + self.grace_ms
+
+    # -- taking values ----------------------------------------------------------------------
+
+    def _take(self, n: int) -> list[V]:
+        return self._take_block(n).values
+
+    def _take_block(self, n: int) -> DatedBlock[V]:
+        """``n`` values of the current day in one round trip (more only on a window miss or seeding)."""
+        block: DatedBlock[V] = self._call(lambda node: self._take_on(node, n))
+        return block
+
+    def _take_on(self, node: Node, n: int) -> DatedBlock[V]:
+        claim = self.claim_for(node)
+        limit = str(self.counter_limit(node))
+        days: list[date]
+        window: list[str]
+        for _ in range(ATTEMPTS):
+            days, window = self.clock.snapshot()
+            keys = [self.purge_key, self.claim_key, self._store_key()]
+            if self.storage == "key":
+                keys += [self._day_key(day_label(day)) for day in days]
+            reply = node.script("dated_take")(
+                keys=keys,
+                args=[
+                    n,
+                    claim,
+                    limit,
+                    self.clock.offset_ms,
+                    "1" if self._floor is not None else "0",
+                    self.storage,
+                    self.grace_ms,
+                    *window,
+                ],
+            )
+            try:
+                label, after, now_ms, end_ms = check_reply(
+                    reply, namespace=self.namespace, node=node, claim=claim
+                )
+            except OutOfWindow as exc:
+                self.clock.recenter(exc.now_ms)
+                continue
+            except NeedsInit as exc:
+                self._seed([node], label_day(exc.day))
+                continue
+            day = label_day(_text(label))
+            self._check_day(day)
+            values = self.compose_all(day, self._parts(node, int(after), n))
+            return DatedBlock(day, values, int(now_ms), int(_text(end_ms)))
+        raise ScriptError(
+            f"no value after {ATTEMPTS} attempts: the Redis clock kept leaving the day window "
+            "or the day's counter kept disappearing",
+            namespace=self.namespace,
+            node=node.name,
+        )
+
+    # -- first-of-day seeding ----------------------------------------------------------------
+
+    def _lock_name(self, day: date) -> str:
+        return f"{self.namespace}.{self.strategy}.{day_label(day)}"
+
+    def _exists(self, node: Node, day: date) -> bool:
+        def action(node: Node) -> bool:
+            if self.storage == "hash":
+                return bool(node.client.hexists(self._store_key(), day_label(day)))
+            return bool(node.client.exists(self._day_key(day_label(day))))
+
+        return self._nodes.on(node, self.namespace, action)
+
+    def _seed(self, nodes: list[Node], day: date) -> list[Node]:
+        """Create ``day``'s counter on each of ``nodes`` that lacks it; returns the nodes seeded.
+
+        Without a floor the counter starts at 0. With one, under the Redlock of
+        ``(namespace, day)``: check again, read the floor, and set each missing node's counter so
+        its next value is above the floor (only if still absent: the script checks atomically).
+        """
+        if self._floor is None:
+            return [node for node in nodes if self._set(node, day, 0, "init")[0] is None]
+        if self._locker is None:
+            raise ConfigError(
+                "floor= needs a lock for the first-of-day initialisation; build the generator "
+                "with RedisIds.date_prefixed or RedisIds.daily_code",
+                namespace=self.namespace,
+            )
+        with self._init_lock:  # one thread per process goes for the Redlock; the others wait here
+            missing = [node for node in nodes if not self._exists(node, day)]
+            if not missing:
+                return []
+            with self._locker(self._lock_name(day)):
+                missing = [node for node in missing if not self._exists(node, day)]
+                if not missing:
+                    return []
+                for node in missing:  # a purged day fails here, before a database query
+                    self._refuse_purged(node, day)
+                used = self._read_floor(day)
+                return [
+                    node
+                    for node in missing
+                    if self._set(node, day, self.counter_above(node, used), "init")[0] is None
+                ]
+
+    def _refuse_purged(self, node: Node, day: date) -> None:
+        label = day_label(day)
+        marker = self._nodes.on(node, self.namespace, lambda n: n.client.get(self.purge_key))
+        if marker is not None and label <= _text(marker):
+            raise DayPurged(
+                f"day {label} is at or before the purge marker {_text(marker)}",
+                namespace=self.namespace,
+                node=node.name,
+            )
+
+    def _read_floor(self, day: date) -> int:
+        assert self._floor is not None
+        used = self._floor(day)
+        if isinstance(used, bool) or not isinstance(used, int) or used < 0:
+            raise ConfigError(
+                f"floor({day}) returned {used!r}; it must return the highest counter used "
+                "that day as a non-negative int (0 when none)",
+                namespace=self.namespace,
+            )
+        return used
+
+    def _set(self, node: Node, day: date, counter: int, mode: str) -> tuple[int | None, int]:
+        """Run ``dated_set`` on ``node`` (mode "init" or "raise"); ``(before or None, after)``."""
+
+        def action(node: Node) -> tuple[int | None, int]:
+            claim = self.claim_for(node)
+            keys = [self.purge_key, self.claim_key, self._store_key()]
+            if self.storage == "key":
+                keys.append(self._day_key(day_label(day)))
+            reply = node.script("dated_set")(
+                keys=keys,
+                args=[
+                    claim,
+                    day_label(day),
+                    self.storage,
+                    str(counter),
+                    mode,
+                    self._expire_at(day),
+                ],
+            )
+            before, after = check_reply(reply, namespace=self.namespace, node=node, claim=claim)
+            text = _text(before)
+            return (int(text) if text else None), int(_text(after))
+
+        return self._nodes.on(node, self.namespace, action)
+
+    # -- maintenance and reseeding -------------------------------------------------------------
+
+    def precreate(self, day: date) -> bool:
+        """Create ``day``'s counter on every node now if it is missing (seeded from the floor,
+        under the first-of-day lock, when ``floor=`` is set). True if any node's was created.
+
+        Raises :class:`~sa_redis_ids.DayPurged` for a day at or before the purge marker.
+        """
+        return bool(self._seed(self._nodes.nodes, day))
+
+    def purge_before(self, day: date) -> list[date]:
+        """Delete every day strictly older than ``day`` on every node and raise the purge marker
+        to the day before ``day`` (never lower it). Returns the days whose counters were deleted."""
+        last = day_label(day - timedelta(days=1))
+        deleted: set[str] = set()
+        for labels in self._nodes.each(self.namespace, lambda node: self._purge_on(node, last)):
+            deleted.update(labels)
+        return sorted(label_day(label) for label in deleted)
+
+    def _purge_on(self, node: Node, last: str) -> list[str]:
+        script = node.script("dated_purge")
+        store = self._store_key()
+        if self.storage == "hash":
+            reply = script(keys=[self.purge_key, store], args=[last, "hash"])
+            return [
+                _text(label)
+                for label in check_reply(reply, namespace=self.namespace, node=node)[1:]
+            ]
+        # Raise the marker first: from then on no day <= last is created, so the index is complete.
+        check_reply(
+            script(keys=[self.purge_key, store], args=[last, "key"]),
+            namespace=self.namespace,
+            node=node,
+        )
+        members: list[str] = [_text(label) for label in node.client.smembers(store)]
+        labels: list[str] = sorted(label for label in members if label <= last)
+        if not labels:
+            return []
+        reply = script(
+            keys=[self.purge_key, store, *map(self._day_key, labels)],
+            args=[last, "key", *labels],
+        )
+        return [
+            _text(label) for label in check_reply(reply, namespace=self.namespace, node=node)[1:]
+        ]
+
+    def days_present(self) -> list[date]:
+        """The days that have a counter on any node, oldest first."""
+        found: set[str] = set()
+        for labels in self._nodes.each(self.namespace, self._days_on):
+            found.update(labels)
+        return sorted(label_day(label) for label in found)
+
+    def _days_on(self, node: Node) -> list[str]:
+        if self.storage == "hash":
+            return [_text(label) for label in node.client.hkeys(self._store_key())]
+        labels = [_text(label) for label in node.client.smembers(self._store_key())]
+        return [label for label in labels if node.client.exists(self._day_key(label))]
+
+    def purged_through(self) -> date | None:
+        """The last day purged (the highest purge marker over the nodes), or None."""
+        markers = [
+            _text(marker)
+            for marker in self._nodes.each(
+                self.namespace, lambda node: node.client.get(self.purge_key)
+            )
+            if marker is not None
+        ]
+        return label_day(max(markers)) if markers else None
+
+    def ensure_at_least(self, value: V) -> list[tuple[str, int | None, int]]:
+        """Make sure nothing ``<= value`` of ``value``'s day is issued again (counters only rise).
+
+        Used to reseed Redis from a table's current maximum. Every node is raised (all must be
+        reachable). Returns ``(node, counter before or None, counter after)`` per node.
+        """
+        day, used = self.day_and_counter(value)
+        result: list[tuple[str, int | None, int]] = []
+        for node in self._nodes.nodes:
+            before, after = self._set(node, day, self.counter_above(node, used), "raise")
+            result.append((node.name, before, after))
+        return result

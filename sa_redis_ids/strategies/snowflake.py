@@ -1,0 +1,354 @@
+"""Snowflake: ``milliseconds · shard · sequence`` packed into one positive 63-bit integer.
+
+The milliseconds come from the Redis server's ``TIME`` (never the app server's clock). A Lua script
+keeps, per namespace and node, the last millisecond and sequence slot issued and the latest Redis
+time it has seen, and returns only small numbers; Python composes the 64-bit value, because Lua
+numbers are doubles.
+
+* **Layouts.** ``"default"``: 41 bits of milliseconds since 2026-01-01T00:00:00Z, 12 shard bits, 10
+  sequence bits (runs out in 2095). ``"compat"``: seed 003's layout, milliseconds since 1970 with the
+  same widths, to decode and continue IDs of existing deployments; it warns, because it runs out in
+  2039. ``"js_safe"``: 41/0/12 since 2026-01-01, every ID at most 2^53 − 1. Or any
+  :class:`SnowflakeLayout`.
+* **Sequence used up.** When a millisecond's slots are used up the script moves on to the next
+  millisecond even if the clock has not reached it yet (borrowing); IDs never repeat.
+* **Clock backwards** means the Redis time is behind the latest time *seen*, not behind the last
+  millisecond issued (which may be borrowed). Up to ``tolerance_ms`` behind, the node keeps issuing
+  after its last millisecond; further behind it raises :class:`~sa_redis_ids.ClockMovedBackwards`.
+* **N nodes** (seed 003's step scheme): node ``k`` of ``N`` only issues sequence values ``≡ k (mod
+  N)``, so two nodes can never produce the same (millisecond, shard, sequence).
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from typing import TYPE_CHECKING
+
+from sa_redis_ids.backend.scripts import check_reply
+from sa_redis_ids.errors import ConfigError, ScriptError
+from sa_redis_ids.strategies.base import IdGenerator, check_count, check_int_option
+
+if TYPE_CHECKING:
+    from sa_redis_ids.backend.nodes import Node, NodeSet
+
+UNIX_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+DEFAULT_EPOCH_MS = 1_767_225_600_000
+"""2026-01-01T00:00:00Z, the epoch of the ``default`` and ``js_safe`` layouts."""
+DEFAULT_TOLERANCE_MS = 1000
+"""How far the Redis clock may fall behind before :class:`ClockMovedBackwards` is raised."""
+MAX_TOLERANCE_MS = 3_600_000
+MAX_BATCH = 100_000
+"""The most IDs one ``next_ids`` call may take (more would borrow far into the future)."""
+TOTAL_BITS = 63
+"""A signed BIGINT has 63 value bits; the sign bit stays 0."""
+
+
+class SnowflakeCompatWarning(UserWarning):
+    """The ``compat`` layout was chosen: its IDs (ms since 1970 in 41 bits) run out in 2039."""
+
+
+def _ms_to_datetime(ms: int) -> datetime:
+    """UTC datetime of ``ms`` since 1970, exact to the millisecond (``datetime.max`` past year 9999)."""
+    try:
+        return UNIX_EPOCH + timedelta(milliseconds=ms)
+    except OverflowError:
+        return datetime.max.replace(tzinfo=timezone.utc)
+
+
+@dataclass(frozen=True)
+class SnowflakeParts:
+    """A snowflake ID decoded: when it was made (UTC), on which shard, with which sequence."""
+
+    value: int
+    timestamp: datetime
+    """The UTC datetime of its millisecond."""
+    ms: int
+    """Milliseconds since 1970-01-01T00:00:00Z (Unix time in ms)."""
+    shard: int
+    sequence: int
+
+
+@dataclass(frozen=True)
+class SnowflakeLayout:
+    """Bit widths and epoch of a snowflake ID: ``(ms − epoch) << (shard+seq) | shard << seq | seq``.
+
+    ``time_bits + shard_bits + sequence_bits`` must be at most 63, so IDs stay positive in a signed
+    BIGINT. Each millisecond holds ``2**sequence_bits`` IDs per namespace (split across nodes), and
+    the layout runs out ``2**time_bits`` ms after ``epoch_ms`` (:attr:`runs_out_at`).
+    """
+
+    epoch_ms: int = DEFAULT_EPOCH_MS
+    time_bits: int = 41
+    shard_bits: int = 12
+    sequence_bits: int = 10
+
+    def __post_init__(self) -> None:
+        check_int_option("epoch_ms", self.epoch_ms, low=0, high=2**53)
+        check_int_option("time_bits", self.time_bits, low=1, high=TOTAL_BITS - 1)
+        check_int_option("shard_bits", self.shard_bits, low=0, high=TOTAL_BITS - 2)
+        check_int_option("sequence_bits", self.sequence_bits, low=1, high=TOTAL_BITS - 1)
+        total = self.time_bits + self.shard_bits + self.sequence_bits
+        if total > TOTAL_BITS:
+            raise ConfigError(
+                f"time_bits={self.time_bits} + shard_bits={self.shard_bits} + "
+                f"sequence_bits={self.sequence_bits} = {total} bits; at most {TOTAL_BITS} fit a "
+                "signed BIGINT (the default is 41 + 12 + 10)"
+            )
+
+    @property
+    def total_bits(self) -> int:
+        return self.time_bits + self.shard_bits + self.sequence_bits
+
+    @property
+    def max_value(self) -> int:
+        """The largest ID the layout can hold: ``2**total_bits − 1``."""
+        return (1 << self.total_bits) - 1
+
+    @property
+    def max_ms(self) -> int:
+        """The last millisecond after the epoch the layout can hold."""
+        return (1 << self.time_bits) - 1
+
+    @property
+    def max_shard(self) -> int:
+        return (1 << self.shard_bits) - 1
+
+    @property
+    def max_sequence(self) -> int:
+        return (1 << self.sequence_bits) - 1
+
+    @property
+    def epoch(self) -> datetime:
+        """The epoch as a UTC datetime."""
+        return _ms_to_datetime(self.epoch_ms)
+
+    @property
+    def runs_out_at(self) -> datetime:
+        """The first UTC instant the layout cannot hold (``datetime.max`` if past year 9999)."""
+        return _ms_to_datetime(self.epoch_ms + self.max_ms + 1)
+
+    def describe(self) -> str:
+        """``epoch_ms=…,bits=time/shard/sequence``: the options that shape the IDs."""
+        return (
+            f"epoch_ms={self.epoch_ms},bits={self.time_bits}/{self.shard_bits}/{self.sequence_bits}"
+        )
+
+    def compose(self, ms: int, shard: int, sequence: int) -> int:
+        """The ID of Unix millisecond ``ms``, ``shard`` and ``sequence``; ValueError if one won't fit."""
+        since = ms - self.epoch_ms
+        if not 0 <= since <= self.max_ms:
+            raise ValueError(
+                f"millisecond {ms} is outside this layout's span "
+                f"({self.epoch_ms} to {self.epoch_ms + self.max_ms})"
+            )
+        check_shard(shard, self)
+        if not 0 <= sequence <= self.max_sequence:
+            raise ValueError(
+                f"sequence {sequence} does not fit; it must be 0 to {self.max_sequence}"
+            )
+        return (
+            (since << (self.shard_bits + self.sequence_bits))
+            | (shard << self.sequence_bits)
+            | sequence
+        )
+
+    def parse(self, value: int) -> SnowflakeParts:
+        """Decode an ID of this layout into its UTC time, shard and sequence."""
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ValueError(f"a snowflake ID is an int, not {type(value).__name__}")
+        if not 0 <= value <= self.max_value:
+            raise ValueError(f"{value} is not an ID of this layout (0 to {self.max_value})")
+        sequence = value & self.max_sequence
+        shard = (value >> self.sequence_bits) & self.max_shard
+        ms = (value >> (self.shard_bits + self.sequence_bits)) + self.epoch_ms
+        return SnowflakeParts(
+            value=value, timestamp=_ms_to_datetime(ms), ms=ms, shard=shard, sequence=sequence
+        )
+
+
+LAYOUTS: dict[str, SnowflakeLayout] = {
+    "default": SnowflakeLayout(),
+    "compat": SnowflakeLayout(epoch_ms=0, time_bits=41, shard_bits=12, sequence_bits=10),
+    "js_safe": SnowflakeLayout(time_bits=41, shard_bits=0, sequence_bits=12),
+}
+"""The named layouts ``ids.snowflake(ns, layout=…)`` accepts."""
+
+
+def resolve_layout(layout: str | SnowflakeLayout, *, stacklevel: int = 2) -> SnowflakeLayout:
+    """The layout a name stands for (``"compat"`` warns), or ``layout`` itself if it is one."""
+    if isinstance(layout, SnowflakeLayout):
+        return layout
+    if not isinstance(layout, str) or layout not in LAYOUTS:
+        names = ", ".join(repr(name) for name in LAYOUTS)
+        raise ConfigError(f"layout={layout!r} is not one of {names} or a SnowflakeLayout")
+    if layout == "compat":
+        warnings.warn(
+            "the 'compat' snowflake layout (seed 003: ms since 1970 in 41 bits) runs out on "
+            f"{LAYOUTS['compat'].runs_out_at:%Y-%m-%d}; use it only to continue IDs of an existing "
+            "deployment, and the 'default' layout (epoch 2026-01-01) for new ones",
+            SnowflakeCompatWarning,
+            stacklevel=stacklevel + 1,
+        )
+    return LAYOUTS[layout]
+
+
+def check_shard(shard: object, layout: SnowflakeLayout) -> int:
+    """``shard`` if it is an int that fits the layout's shard bits, else ValueError."""
+    if isinstance(shard, bool) or not isinstance(shard, int):
+        raise ValueError(f"shard must be an int, not {type(shard).__name__}")
+    if not 0 <= shard <= layout.max_shard:
+        raise ValueError(
+            f"shard {shard} does not fit {layout.shard_bits} shard bits; "
+            f"it must be 0 to {layout.max_shard}"
+        )
+    return shard
+
+
+class SnowflakeClock:
+    """The generator's Redis time source. ``offset_ms`` is a test seam (see sa_redis_ids.testing)."""
+
+    def __init__(self) -> None:
+        self.offset_ms = 0
+
+
+class SnowflakeGenerator(IdGenerator[int]):
+    """Time-ordered IDs with a shard and a sequence, decodable with :meth:`parse`."""
+
+    strategy = "snowflake"
+    python_type = int
+
+    def __init__(
+        self,
+        nodes: NodeSet,
+        prefix: str,
+        namespace: str,
+        *,
+        layout: str | SnowflakeLayout = "default",
+        tolerance_ms: int = DEFAULT_TOLERANCE_MS,
+        now: Callable[[], float] = time.time,
+    ):
+        super().__init__(nodes, prefix, namespace)
+        self.layout = resolve_layout(layout, stacklevel=2)
+        self.tolerance_ms = check_int_option(
+            "tolerance_ms", tolerance_ms, low=0, high=MAX_TOLERANCE_MS
+        )
+        self.clock = SnowflakeClock()
+        self.state_key = self.keys.key(self.strategy)
+        self._check_time_span(int(now() * 1000))
+        self._check_nodes(len(nodes))
+
+    def _check_time_span(self, now_ms: int) -> None:
+        layout = self.layout
+        if layout.epoch_ms > now_ms:
+            raise ConfigError(
+                f"epoch_ms={layout.epoch_ms} ({layout.epoch:%Y-%m-%d %H:%M:%S} UTC) is in the "
+                f"future; it must be at most the current time ({now_ms})",
+                namespace=self.namespace,
+            )
+        if layout.epoch_ms + layout.max_ms < now_ms:
+            raise ConfigError(
+                f"time_bits={layout.time_bits} with epoch_ms={layout.epoch_ms} ran out on "
+                f"{layout.runs_out_at:%Y-%m-%d}; more time_bits or a later epoch_ms would fit",
+                namespace=self.namespace,
+            )
+
+    def _check_nodes(self, count: int) -> None:
+        values = self.layout.max_sequence + 1
+        if count > values:
+            raise ConfigError(
+                f"sequence_bits={self.layout.sequence_bits} gives {values} sequence values per "
+                f"millisecond, fewer than the {count} nodes that split them; at least "
+                f"{(count - 1).bit_length()} sequence bits fit",
+                namespace=self.namespace,
+            )
+
+    @property
+    def max_value(self) -> int:
+        return self.layout.max_value
+
+    @property
+    def runs_out_at(self) -> datetime:
+        """The first UTC instant this generator's layout cannot hold."""
+        return self.layout.runs_out_at
+
+    @property
+    def config(self) -> str:
+        return f"snowflake:{self.layout.describe()}"
+
+    @property
+    def local_config(self) -> str:
+        # The tolerance does not shape IDs, so changing it must not trip the node claim.
+        return f"tolerance_ms={self.tolerance_ms}"
+
+    def slots_per_ms(self, node: Node) -> int:
+        """How many sequence values of a millisecond ``node`` owns (those ``≡ index mod count``)."""
+        return (self.layout.max_sequence - node.index) // node.count + 1
+
+    def next_id(self, shard: int = 0) -> int:
+        """One new ID for ``shard`` (ValueError if the shard does not fit its bits)."""
+        return self.next_ids(1, shard=shard)[0]
+
+    def next_ids(self, n: int, shard: int = 0) -> list[int]:
+        """``n`` new IDs for ``shard`` in one Redis round trip, increasing (``[]`` for 0)."""
+        check_shard(shard, self.layout)
+        if check_count(n, most=MAX_BATCH) == 0:
+            return []
+        return self._take(n, shard)
+
+    def _take(self, n: int, shard: int = 0) -> list[int]:
+        layout = self.layout
+
+        def action(node: Node) -> list[int]:
+            claim = self.claim_for(node)
+            slots = self.slots_per_ms(node)
+            reply = node.script("snowflake")(
+                keys=[self.state_key, self.claim_key],
+                args=[
+                    n,
+                    claim,
+                    layout.epoch_ms,
+                    layout.max_ms,
+                    slots,
+                    self.tolerance_ms,
+                    self.clock.offset_ms,
+                ],
+            )
+            first_ms, first, last_ms, last = (
+                int(part)
+                for part in check_reply(reply, namespace=self.namespace, node=node, claim=claim)
+            )
+            if (first_ms * slots + first) + n - 1 != last_ms * slots + last:
+                raise ScriptError(
+                    f"snowflake script answered slots {first_ms}:{first} to {last_ms}:{last} "
+                    f"for {n} IDs",
+                    namespace=self.namespace,
+                    node=node.name,
+                )
+            return self._compose_run(first_ms, first, n, slots, shard, node)
+
+        values: list[int] = self._call(action)
+        return values
+
+    def _compose_run(
+        self, ms: int, slot: int, n: int, slots: int, shard: int, node: Node
+    ) -> list[int]:
+        """The IDs of ``n`` consecutive slots from ``(ms, slot)``; slot s is sequence s·N + k."""
+        layout = self.layout
+        time_shift = layout.shard_bits + layout.sequence_bits
+        shard_part = shard << layout.sequence_bits
+        step = node.count
+        values: list[int] = []
+        while len(values) < n:
+            take = min(n - len(values), slots - slot)
+            first = (ms << time_shift) | shard_part | (slot * step + node.index)
+            values.extend(range(first, first + take * step, step))
+            ms, slot = ms + 1, 0
+        return values
+
+    def parse(self, value: int) -> SnowflakeParts:
+        """Decode an ID of this generator's layout: UTC time, milliseconds, shard, sequence."""
+        return self.layout.parse(value)
