@@ -40,6 +40,7 @@ from benchmarks.report import (
     table,
     time_calls,
     time_loop,
+    time_paired,
     write_json,
 )
 from sa_redis_ids import Buffering, RedisIds
@@ -271,21 +272,37 @@ def run(settings: Settings) -> dict[str, Any]:
         progress.step("PING")
         ping = time_calls(ping_call, calls=settings.calls, budget_s=settings.budget_s)
         strategy_rows.append(_row("floor", "redis-py", "PING", ping, ping))
+        progress.step("EVALSHA of an empty script")
+        empty = client.register_script("return 1")
+        lua_key = f"{prefix}:{{bench}}:lua"
+        empty(keys=[lua_key])
+        lua, floor = time_paired(
+            lambda: empty(keys=[lua_key]),
+            ping_call,
+            calls=settings.calls,
+            budget_s=settings.budget_s,
+        )
+        lua_row = _row("floor", "redis-py", "EVALSHA 'return 1'", lua, floor)
+        lua_row.note = "floor of any Lua strategy"
+        strategy_rows.append(lua_row)
 
         for name in names:
             generator = _generator(ids, name, f"bench_{name}")
             generator.next_ids(3)  # script loaded, node claim recorded
             progress.step(f"{name} next_id()")
-            single = time_calls(generator.next_id, calls=settings.calls, budget_s=settings.budget_s)
-            strategy_rows.append(_row("strategies", name, "next_id()", single, ping))
+            single, floor = time_paired(
+                generator.next_id, ping_call, calls=settings.calls, budget_s=settings.budget_s
+            )
+            strategy_rows.append(_row("strategies", name, "next_id()", single, floor))
             progress.step(f"{name} next_ids({settings.batch})")
-            batch = time_calls(
+            batch, floor = time_paired(
                 lambda g=generator: g.next_ids(settings.batch),
+                ping_call,
                 calls=settings.batches,
                 per_call=settings.batch,
                 budget_s=settings.budget_s,
             )
-            row = _row("strategies", name, f"next_ids({settings.batch})", batch, ping)
+            row = _row("strategies", name, f"next_ids({settings.batch})", batch, floor)
             row.extra["speedup_vs_next_id"] = batch.ids_per_s / single.ids_per_s
             row.note = f"{row.extra['speedup_vs_next_id']:,.0f}× next_id()"
             strategy_rows.append(row)
@@ -313,6 +330,7 @@ def run(settings: Settings) -> dict[str, Any]:
 
     result: dict[str, Any] = {
         "benchmark": "ids",
+        "key_prefix": prefix,
         "machine": machine(info if isinstance(info, dict) else None),
         "settings": {k: v for k, v in asdict(settings).items() if k != "out_dir"},
         "ping": asdict(ping),
@@ -336,7 +354,11 @@ def _row(group: str, strategy: str, mode: str, timing: Timing, ping: Timing) -> 
         ids_per_s=timing.ids_per_s,
         us_per_id=timing.us_per_id,
         ratio=timing.median_s / ping.median_s,
-        extra={"median_call_us": timing.median_s * 1e6, "p99_call_us": timing.p99_s * 1e6},
+        extra={
+            "median_call_us": timing.median_s * 1e6,
+            "p99_call_us": timing.p99_s * 1e6,
+            "ping_median_us": ping.median_s * 1e6,
+        },
     )
 
 
@@ -389,20 +411,26 @@ def _measure_buffered(
     return rows
 
 
-def run_orm_hook(settings: Settings) -> dict[str, Any] | None:
-    """Run ``benchmarks/orm_insert.py`` (engineer D's ORM benchmark) if it is present.
-
-    The hook calls its ``run(rows=..., redis_url=...)`` when it has one; a missing module (or one
-    without ``run``) gives ``None``, and the tables say so.
-    """
+def _orm_module() -> Any | None:
     try:
-        module = importlib.import_module("benchmarks.orm_insert")
+        return importlib.import_module("benchmarks.orm_insert")
     except ImportError:
         return None
+
+
+def run_orm_hook(settings: Settings) -> dict[str, Any] | None:
+    """Run the ORM insert benchmark (``benchmarks/orm_insert.py``) on the same Redis, if present.
+
+    It calls the module's ``run(rows=..., redis_url=..., cluster=...)``; a missing module (or one
+    without ``run``) gives ``None``, and the report says so.
+    """
+    module = _orm_module()
     runner = getattr(module, "run", None)
     if not callable(runner):
         return None
-    found: dict[str, Any] | None = runner(rows=settings.orm_rows, redis_url=settings.redis_url)
+    found: dict[str, Any] | None = runner(
+        rows=settings.orm_rows, redis_url=settings.redis_url, cluster=settings.cluster
+    )
     return found
 
 
@@ -453,7 +481,7 @@ def targets(strategy_rows: Sequence[Row], buffered_rows: Sequence[Row]) -> list[
 
 # -- output ----------------------------------------------------------------------------------------
 
-STRATEGY_HEADERS = ("strategy", "call", "IDs/s", "µs/ID (median)", "× PING", "note")
+STRATEGY_HEADERS = ("strategy", "call", "IDs/s", "µs/ID (median)", "call × PING", "note")
 BUFFERED_HEADERS = ("generator", "mode", "IDs/s", "µs/ID", "× INCR", "note")
 
 
@@ -494,10 +522,16 @@ def render(result: dict[str, Any], *, markdown: bool = False) -> str:
     for target in result["targets"]:
         mark = "met" if target["met"] else "NOT met"
         parts.append(f"- {target['target']}: {target['measured']:,} ({mark})")
-    if result.get("orm") is None:
-        parts.append(
-            "- ORM inserts: not run (pass --orm-rows N when benchmarks/orm_insert.py exists)"
-        )
+    orm = result.get("orm")
+    module = _orm_module()
+    if orm is None:
+        parts.append("- ORM inserts: not run (--orm-rows N runs benchmarks/orm_insert.py too)")
+    elif module is not None and callable(getattr(module, "render", None)):
+        parts += [
+            "",
+            "ORM inserts (benchmarks/orm_insert.py):",
+            module.render(orm, markdown=markdown),
+        ]
     return "\n".join(parts)
 
 

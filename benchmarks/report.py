@@ -56,10 +56,40 @@ def time_calls(
         samples.append(clock() - t0)
         if clock() - start > budget_s and i >= 2:
             break
-    seconds = clock() - start
+    found = _timing(samples, per_call)
+    return Timing(found.calls, per_call, clock() - start, found.median_s, found.p99_s)
+
+
+def time_paired(
+    call: Callable[[], object],
+    reference: Callable[[], object],
+    *,
+    calls: int,
+    per_call: int = 1,
+    budget_s: float = 10.0,
+) -> tuple[Timing, Timing]:
+    """Time ``call`` and ``reference`` alternately, so both see the same load on a shared machine;
+    returns both timings (the reference is one ID per call)."""
+    mine: list[float] = []
+    theirs: list[float] = []
+    clock = time.perf_counter
+    start = clock()
+    for i in range(calls):
+        t0 = clock()
+        reference()
+        t1 = clock()
+        call()
+        mine.append(clock() - t1)
+        theirs.append(t1 - t0)
+        if clock() - start > budget_s and i >= 2:
+            break
+    return _timing(mine, per_call), _timing(theirs, 1)
+
+
+def _timing(samples: list[float], per_call: int) -> Timing:
     ordered = sorted(samples)
     p99 = ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
-    return Timing(len(samples), per_call, seconds, statistics.median(samples), p99)
+    return Timing(len(samples), per_call, sum(samples), statistics.median(samples), p99)
 
 
 def time_loop(call: Callable[[], object], count: int) -> float:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -20,6 +21,7 @@ import pytest
 
 from sa_redis_ids import Buffering, ConfigError, RedisIds, SequenceExhausted
 from sa_redis_ids.bounds import BIGINT_MAX
+from sa_redis_ids.strategies import buffered
 from sa_redis_ids.strategies.buffered import BufferedGenerator, BufferStats, Segment, SegmentBuffer
 from tests.conftest import Backend
 from tests.support.days import shift_to_local
@@ -253,6 +255,55 @@ def test_an_expired_segment_is_dropped_and_the_next_block_is_fetched() -> None:
     assert buffer.next_ids(2) == [21, 22]
     found = buffer.stats()
     assert (found.blocks_dropped, found.ids_dropped, found.blocks_taken) == (2, 14, 3)
+
+
+@pytest.mark.parametrize("gil", [True, False], ids=["gil", "free-threaded"])
+@pytest.mark.parametrize("expiring", [False, True], ids=["plain", "expiring"])
+def test_every_hot_path_shares_a_buffer_between_threads_without_losing_values(
+    monkeypatch: pytest.MonkeyPatch, gil: bool, expiring: bool
+) -> None:
+    """Both the lock-free path (with a GIL) and the locked one (free-threaded builds), with and
+    without segment deadlines, under a tiny thread switch interval."""
+    monkeypatch.setattr(buffered, "GIL", gil)
+    lock = threading.Lock()
+    taken = [0]
+
+    def fetch(n: int) -> Segment[int]:
+        with lock:
+            first = taken[0] + 1
+            taken[0] += n
+        return Segment(range(first, first + n), lifetime=0.001 if first % 3 == 0 else None)
+
+    options = Buffering(7, max_block=64).resolved(10**9)
+    buffer = SegmentBuffer(fetch, options, expiring=expiring)
+    drawn: list[list[int]] = [[] for _ in range(8)]
+
+    def work(slot: int) -> None:
+        for i in range(2000):
+            if i % 50 == 0:
+                drawn[slot].extend(buffer.next_ids(i % 97))
+            else:
+                drawn[slot].append(buffer.next_id())
+
+    before = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        threads = [threading.Thread(target=work, args=(i,)) for i in range(8)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        sys.setswitchinterval(before)
+    assert buffer.settle(timeout=30)
+    flat = [v for chunk in drawn for v in chunk]
+    assert duplicates(flat) == {}
+    found = buffer.stats()
+    assert found.ids_taken == taken[0]
+    assert found.ids_issued == len(flat)
+    assert len(set(range(1, taken[0] + 1)) - set(flat)) == found.ids_left + found.ids_dropped
+    if not expiring:
+        assert found.ids_dropped == 0
 
 
 # -- DatePrefixed: a block never spans two days ----------------------------------------------------

@@ -106,7 +106,7 @@ def test_next_on_a_real_redis_continues_across_commands(
 @pytest.mark.parametrize(
     ("argv", "status", "message"),
     [
-        (["parse", "abc"], 2, "'abc' is not an integer"),
+        (["parse", "abc"], 1, "'abc' is not an integer"),
         (["parse", "-5"], 1, "not an ID of this layout"),
         (["parse", str(2**63)], 1, "not an ID of this layout"),
         (["parse", "1", "--layout", "0:42/12/10"], 2, "at most 63"),

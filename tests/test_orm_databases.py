@@ -91,11 +91,14 @@ def test_bulk_insert_paths(
             Customer.__table__.insert(), [{"name": f"core{i}"} for i in range(50)]
         )
         assert trips.take() == {"customers": 1}
+        multi_values = Customer.__table__.insert().values([{"name": f"v{i}"} for i in range(3)])
+        session.connection().execute(multi_values)
+        assert trips.take() == {"customers": 1}
         session.execute(insert(Order), [{"customer_id": 1000 + i} for i in range(150)])
         assert trips.take() == {"orders": 1, "codes": 1}
         session.commit()
         customer_ids = list(session.scalars(select(Customer.id).order_by(Customer.id)))
-        assert customer_ids == list(range(1000, 1150))
+        assert customer_ids == list(range(1000, 1153))
         joined = session.scalar(select(func.count()).select_from(Order).join(Order.customer))
         assert joined == 150
         assert session.scalar(select(func.count(func.distinct(Order.code)))) == 150

@@ -527,7 +527,9 @@ def test_real_contention_from_processes_never_has_two_holders(three: list[RedisS
 
 
 @pytest.mark.slow
-def test_contention_on_one_node_never_has_two_holders(backend: Backend) -> None:
-    target = backend.spec("sequence", "unused").target  # skips on fakeredis (one process only)
+def test_contention_on_one_node_never_has_two_holders(real_backend: Backend) -> None:
+    target = real_backend.spec("sequence", "unused").target
     state_url = target.get("cluster") or target["urls"][0]
-    _run_contention(target, backend.prefix, state_url, backend.client, processes=2, rounds=3)
+    _run_contention(
+        target, real_backend.prefix, state_url, real_backend.client, processes=2, rounds=3
+    )

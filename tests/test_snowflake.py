@@ -246,7 +246,8 @@ def test_compat_ids_are_milliseconds_since_1970(backend: Backend, ids: RedisIds)
         compat = ids.snowflake("legacy", layout="compat")
     before = redis_ms(backend.client)
     value = compat.next_id(shard=53)
-    assert before <= value >> 22 <= redis_ms(backend.client)
+    # A new namespace starts tolerance_ms + 1 ahead of the clock (see the fresh-start guard).
+    assert before + compat.tolerance_ms < value >> 22 <= redis_ms(backend.client) + 1001
     assert (value >> 10) & 4095 == 53
 
 
@@ -318,6 +319,21 @@ def test_same_options_give_the_same_generator(ids: RedisIds) -> None:
     assert ids.snowflake("orders") is ids.snowflake("orders", layout="default")
     with pytest.raises(ConfigError, match="already exists"):
         ids.snowflake("orders", tolerance_ms=5)
+
+
+@pytest.mark.parametrize("tolerance_ms", [10, 1000])
+def test_a_node_that_lost_its_state_repeats_no_id(
+    redis_servers: StartServers, tolerance_ms: int
+) -> None:
+    (server,) = redis_servers(1)
+    orders = RedisIds.from_url(server.url).snowflake("orders", tolerance_ms=tolerance_ms)
+    with shift_time(orders, -10 * tolerance_ms):
+        orders.next_id()  # a fresh state starts tolerance_ms + 1 ahead of the clock: not now
+    before = orders.next_ids(300)  # now the last IDs are at the clock
+    server.client().flushall()  # the node forgets its last millisecond and sequence …
+    with shift_time(orders, -tolerance_ms):  # … and its clock is (at most the tolerance) behind
+        after = orders.next_ids(300)
+    assert min(after) > max(before)
 
 
 # -- several nodes and processes --------------------------------------------------------------

@@ -19,8 +19,8 @@ from sa_redis_ids.cli.options import add_redis_options, redis_ids_from
 from sa_redis_ids.strategies.date_prefixed import FORMATS
 from sa_redis_ids.strategies.snowflake import LAYOUTS, SnowflakeLayout
 
-Decoder = Callable[[int, argparse.Namespace], Any]
-"""Decode ``value`` with the parsed options; returns a dataclass record of its parts."""
+Decoder = Callable[[str, argparse.Namespace], Any]
+"""Decode VALUE (as typed: codes are text) with the parsed options into a dataclass record."""
 
 
 def snowflake_layout(text: str) -> str | SnowflakeLayout:
@@ -39,16 +39,23 @@ def snowflake_layout(text: str) -> str | SnowflakeLayout:
         ) from None
 
 
-def _snowflake(value: int, args: argparse.Namespace) -> Any:
+def _integer(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise ValueError(f"{text!r} is not an integer") from None
+
+
+def _snowflake(value: str, args: argparse.Namespace) -> Any:
     layout = args.layout
-    return (LAYOUTS[layout] if isinstance(layout, str) else layout).parse(value)
+    return (LAYOUTS[layout] if isinstance(layout, str) else layout).parse(_integer(value))
 
 
-def _date_prefixed(value: int, args: argparse.Namespace) -> Any:
+def _date_prefixed(value: str, args: argparse.Namespace) -> Any:
     generator = redis_ids_from(args).date_prefixed(
         "parse", fmt=args.fmt, length=args.length, start=args.start
     )
-    return generator.parse(value)
+    return generator.parse(_integer(value))
 
 
 #: How each ``--strategy`` decodes a value.
@@ -65,7 +72,7 @@ def register(sub: Any) -> None:
         description="Decode VALUE: a snowflake ID into its UTC time, shard and sequence; a "
         "date-prefixed ID into its day and counter.",
     )
-    parser.add_argument("value", metavar="VALUE", type=_integer)
+    parser.add_argument("value", metavar="VALUE")
     parser.add_argument("--strategy", choices=sorted(PARSERS), default="snowflake")
     parser.add_argument(
         "--layout",
@@ -82,13 +89,6 @@ def register(sub: Any) -> None:
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     add_redis_options(parser)
     parser.set_defaults(run=run)
-
-
-def _integer(text: str) -> int:
-    try:
-        return int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
 
 
 def _plain(value: Any) -> Any:

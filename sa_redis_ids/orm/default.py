@@ -41,7 +41,7 @@ class RedisIdDefault(Generic[V]):
                 return self.generator.next_id()  # called outside a statement execution
             reserved = {}
             setattr(context, STATEMENT_RESERVATION, reserved)
-        column = getattr(context, "current_column", None)
+        column: Any = getattr(context, "current_column", None)
         try:
             values = reserved[column]
         except KeyError:

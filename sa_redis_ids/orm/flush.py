@@ -2,8 +2,8 @@
 
 ``before_flush`` counts the pending new objects whose bound attribute is unset, per generator, and
 reserves that many IDs with one ``next_ids(n)`` each (a generator that caps one call, like ShortId
-at 10,000 values, takes one call per cap). The reservation belongs to that session and
-that flush (``Session.info``); the ``before_insert`` hook assigns from it in insert order. After the
+at 10,000 values, takes one call per cap). The reservation belongs to that session and that flush
+(``Session.info``); the ``before_insert`` hook assigns from it in insert order. After the
 flush, or when the session rolls back, the reservation is dropped: IDs a failed flush did not use
 are gaps, never handed to another flush or session. An object the count could not see (added by
 another listener during the flush) makes the hook top the reservation up once for every object
@@ -41,11 +41,10 @@ class Reservation:
 
     def __init__(self) -> None:
         self._values: dict[IdGenerator[Any], Any] = {}
-        self.round_trips = 0
 
     def add(self, generator: IdGenerator[Any], values: list[Any]) -> None:
+        """Hand out ``values`` next for ``generator`` (any left from before are dropped: gaps)."""
         self._values[generator] = iter(values)
-        self.round_trips += 1
 
     def take(self, generator: IdGenerator[Any]) -> Any:
         """The next reserved value of ``generator``, or ``None`` when none is left."""

@@ -2,8 +2,10 @@
 
 A per-ID round trip costs about as much as the INSERT it serves. With ``block=`` a generator takes a
 *segment* of values in one call (``INCRBY block`` for a sequence, ``HINCRBY`` for a day's counter) and
-``next_id()`` then only takes the next value of an in-memory iterator under a lock: no Redis, well over
-a million IDs per second in one process.
+``next_id()`` then only takes the next value of an in-memory iterator: no Redis, millions of IDs per
+second in one process. With the GIL, ``next()`` on a ``range``/``list`` iterator is atomic, so the hot
+path takes no lock; the lock guards everything else (switching segments, fetching, statistics), and a
+free-threaded build takes it on every call.
 
 Double buffering (Meituan Leaf's segment mode): once ``prefetch`` (default 10%) of the current segment
 is used, a background thread fetches the next one, so in steady state no caller waits on Redis. At
@@ -60,7 +62,8 @@ class Buffering:
     sequence whose blocks are ``range`` objects and 100,000 otherwise, but at most 0.1% of what the
     generator can ever issue, so one process cannot swallow a small day's counter). ``prefetch`` is
     the share of a segment used before the next one is fetched in the background (``None``: only
-    fetch when empty). ``target_seconds`` is how long a block should last (see the module doc).
+    fetch when empty, and the block size stays as it is, since it adapts at the prefetch point).
+    ``target_seconds`` is how long a block should last (see the module doc).
     ``clock`` (monotonic seconds) is a test seam for rate measurement and expiry.
     """
 
@@ -161,7 +164,7 @@ class BufferStats:
 
     @property
     def ids_issued(self) -> int:
-        """Values handed out from buffers (excluding big ``next_ids`` fetched directly)."""
+        """Values handed out so far: taken from Redis, minus those still buffered or dropped."""
         return self.ids_taken - self.ids_left - self.ids_dropped
 
 
@@ -174,9 +177,9 @@ _LIVE: weakref.WeakSet[SegmentBuffer[Any]] = weakref.WeakSet()
 class SegmentBuffer(Generic[V]):
     """A thread-safe, fork-safe double buffer over ``fetch(n) -> Segment`` (one Redis call each).
 
-    The hot path is a lock plus ``next()`` on the current segment's iterator. A segment is split at
-    its prefetch point into a head and a tail: running off the head starts the background fetch, so
-    the hot path carries no counter.
+    The hot path is ``next()`` on the current segment's iterator (plus a deadline check for
+    expiring segments). A segment is split at its prefetch point into a head and a tail: running off
+    the head starts the background fetch, so the hot path carries no counter.
     """
 
     next_id: Callable[[], V]
@@ -197,7 +200,7 @@ class SegmentBuffer(Generic[V]):
         self._clock = options.clock or clock or time.monotonic
         self.expiring = expiring
         if expiring:
-            self.next_id = self._next_expiring
+            self.next_id = self._next_expiring_unlocked if GIL else self._next_expiring
         else:
             self.next_id = self._next_unlocked if GIL else self._next_plain
         self._size = options.block
@@ -227,12 +230,21 @@ class SegmentBuffer(Generic[V]):
         can interleave with: each value is yielded once, so only running dry takes the lock.
 
         A thread that read ``self._it`` just before another replaced it still draws from the old
-        iterator, whose values nobody else can draw: late, never twice. (Expiring buffers and
-        free-threaded builds take the lock on every call.)
+        iterator, whose values nobody else can draw: late, never twice. (Free-threaded builds take
+        the lock on every call: :meth:`_next_plain`.)
         """
         for value in self._it:
             return value
         return self._next_plain()
+
+    def _next_expiring_unlocked(self) -> V:
+        """As :meth:`_next_unlocked`, after checking the segment's deadline. A value drawn by a
+        thread that passed the check just before another dropped the segment is issued at the
+        deadline, like a call that started just before it."""
+        if self._clock() < self._deadline:
+            for value in self._it:
+                return value
+        return self._next_expiring()
 
     def _next_plain(self) -> V:
         lock = self._lock
@@ -412,7 +424,9 @@ class SegmentBuffer(Generic[V]):
         with self._lock:  # never held here: fetches run with the lock released
             self._record(len(segment.values), spent)
         lifetime = segment.lifetime
-        return _Held(segment.values, math.inf if lifetime is None else sent + lifetime)
+        if lifetime is None or not self.expiring:  # only an expiring buffer honours lifetimes
+            return _Held(segment.values, math.inf)
+        return _Held(segment.values, sent + lifetime)
 
     def _record(self, count: int, spent_ms: float) -> None:
         self._blocks += 1
@@ -522,10 +536,11 @@ def day_source(generator: Any) -> tuple[Callable[[int], Segment[Any]], Callable[
     the buffer's deadline check with it.
     """
     day_clock = generator.clock
+    monotonic = time.monotonic
 
     def clock() -> float:
         offset: int = day_clock.offset_ms
-        return time.monotonic() + offset / 1000
+        return monotonic() + offset * 0.001 if offset else monotonic()
 
     def fetch(n: int) -> Segment[Any]:
         block = generator._take_block(n)

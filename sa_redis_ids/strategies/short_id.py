@@ -17,7 +17,7 @@ from __future__ import annotations
 import secrets
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 from sa_redis_ids.backend.scripts import check_reply
 from sa_redis_ids.bounds import BIGINT_MAX
@@ -49,6 +49,8 @@ class ShortIdGenerator(IdGenerator[int]):
 
     strategy = "sid"
     python_type = int
+    max_batch: ClassVar[int] = MAX_BATCH
+    """The most values one ``next_ids`` call may take."""
 
     def __init__(
         self,
@@ -107,7 +109,7 @@ class ShortIdGenerator(IdGenerator[int]):
 
     def next_ids(self, n: int) -> list[int]:
         """``n`` distinct random free values in one Redis round trip (all or none)."""
-        if check_count(n, most=MAX_BATCH) == 0:
+        if check_count(n, most=self.max_batch) == 0:
             return []
         return self._take(n)
 

@@ -15,6 +15,11 @@ numbers are doubles.
 * **Clock backwards** means the Redis time is behind the latest time *seen*, not behind the last
   millisecond issued (which may be borrowed). Up to ``tolerance_ms`` behind, the node keeps issuing
   after its last millisecond; further behind it raises :class:`~sa_redis_ids.ClockMovedBackwards`.
+* **Lost state.** A node without state for the namespace (a new namespace, or ``FLUSHALL``, a restart
+  without persistence, a failover to a replica that missed the last writes) starts at its clock +
+  ``tolerance_ms`` + 1, so IDs issued before the loss are not repeated as long as they lay at most
+  ``tolerance_ms`` ahead of the clock after it. Not covered: a loss within ``tolerance_ms`` of the
+  previous fresh start, or of IDs borrowed further ahead than that.
 * **N nodes** (seed 003's step scheme): node ``k`` of ``N`` only issues sequence values ``≡ k (mod
   N)``, so two nodes can never produce the same (millisecond, shard, sequence).
 """
@@ -26,7 +31,7 @@ import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 from sa_redis_ids.backend.scripts import check_reply
 from sa_redis_ids.errors import ConfigError, ScriptError
@@ -220,6 +225,8 @@ class SnowflakeGenerator(IdGenerator[int]):
 
     strategy = "snowflake"
     python_type = int
+    max_batch: ClassVar[int] = MAX_BATCH
+    """The most values one ``next_ids`` call may take."""
 
     def __init__(
         self,
@@ -295,7 +302,7 @@ class SnowflakeGenerator(IdGenerator[int]):
     def next_ids(self, n: int, shard: int = 0) -> list[int]:
         """``n`` new IDs for ``shard`` in one Redis round trip, increasing (``[]`` for 0)."""
         check_shard(shard, self.layout)
-        if check_count(n, most=MAX_BATCH) == 0:
+        if check_count(n, most=self.max_batch) == 0:
             return []
         return self._take(n, shard)
 
