@@ -92,3 +92,20 @@ def test_help_works_on_every_command(capsys: pytest.CaptureFixture[str]) -> None
             main([*command, "--help"])
         assert caught.value.code == 0, command
         assert "usage: sa-redis-ids" in capsys.readouterr().out
+
+
+def test_a_library_warning_is_one_line_on_stderr(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["next", "orders", "--strategy", "snowflake", "--layout", "compat"]) == 0
+    captured = capsys.readouterr()
+    assert int(captured.out) > 0
+    assert captured.err.startswith("sa-redis-ids: warning: the 'compat' snowflake layout")
+    assert len(captured.err.strip().splitlines()) == 1
+
+
+def test_parse_decodes_a_daily_code(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["parse", "XY202611220042", "--strategy", "daily_code", "--code-prefix", "XY"]) == 0
+    out = capsys.readouterr().out
+    assert "day:        2026-11-22" in out
+    assert "counter:    42" in out
+    assert main(["parse", "XY2026112242", "--strategy", "daily_code", "--code-prefix", "XY"]) == 1
+    assert "is not a code of this generator" in capsys.readouterr().err

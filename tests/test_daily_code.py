@@ -50,6 +50,20 @@ def test_the_days_key_expires_after_its_day_plus_the_grace(backend: Backend) -> 
     assert backend.client.pexpiretime(key) == expected
 
 
+def test_a_day_whose_key_expired_is_never_created_again(backend: Backend) -> None:
+    codes = backend.ids().daily_code("orders")
+    day = date(2031, 1, 15)
+    shift_to_local(codes, day, time(10))
+    assert codes.next_id() == "IS203101150001"
+    backend.client.delete(codes.keys.key("dc", "20310115"))  # what its expiry does
+    with pytest.raises(DayPurged):
+        codes.next_id()
+    with pytest.raises(DayPurged):
+        codes.ensure_at_least("IS203101150005")
+    shift_to_local(codes, day + timedelta(days=1), time(10))
+    assert codes.next_id() == "IS203101160001"
+
+
 def test_exhausted_counter_raises_and_never_grows_a_digit(ids: RedisIds) -> None:
     codes = ids.daily_code("orders", digits=1)
     label = seen_today(codes).strftime("%Y%m%d")

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import argparse
 import sys
+import warnings
 from collections.abc import Sequence
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from sa_redis_ids.cli import bench, demo, maintain, next_ids, parse, reseed
 from sa_redis_ids.errors import SaRedisIdsError
@@ -42,14 +43,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``sa-redis-ids`` script; returns the exit status."""
     parser = build_parser()
     args = parser.parse_args(argv)
-    try:
-        status: int = args.run(args)
-    except SaRedisIdsError as exc:
-        print(f"sa-redis-ids: error: {exc}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        return 130
+    with warnings.catch_warnings():
+        warnings.showwarning = _one_line_warning
+        try:
+            status: int = args.run(args)
+        except SaRedisIdsError as exc:
+            print(f"sa-redis-ids: error: {exc}", file=sys.stderr)
+            return 1
+        except KeyboardInterrupt:
+            return 130
     return status
+
+
+def _one_line_warning(message: Warning | str, category: type[Warning], *_: Any, **__: Any) -> None:
+    """Print a warning as one line, without the source line Python would show."""
+    print(f"sa-redis-ids: warning: {message}", file=sys.stderr)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -58,10 +58,18 @@ def _date_prefixed(value: str, args: argparse.Namespace) -> Any:
     return generator.parse(_integer(value))
 
 
+def _daily_code(value: str, args: argparse.Namespace) -> Any:
+    generator = redis_ids_from(args).daily_code(
+        "parse", prefix=args.code_prefix, digits=args.digits
+    )
+    return generator.parse(value)
+
+
 #: How each ``--strategy`` decodes a value.
 PARSERS: dict[str, Decoder] = {
     "snowflake": _snowflake,
     "date_prefixed": _date_prefixed,
+    "daily_code": _daily_code,
 }
 
 
@@ -70,7 +78,7 @@ def register(sub: Any) -> None:
         "parse",
         help="print the parts of an ID",
         description="Decode VALUE: a snowflake ID into its UTC time, shard and sequence; a "
-        "date-prefixed ID into its day and counter.",
+        "date-prefixed ID or a daily code into its day and counter.",
     )
     parser.add_argument("value", metavar="VALUE")
     parser.add_argument("--strategy", choices=sorted(PARSERS), default="snowflake")
@@ -86,6 +94,8 @@ def register(sub: Any) -> None:
     )
     parser.add_argument("--length", type=int, default=19, help="date_prefixed: total digits")
     parser.add_argument("--start", type=int, default=1, help="date_prefixed: first counter")
+    parser.add_argument("--code-prefix", default="IS", help="daily_code: code prefix (default IS)")
+    parser.add_argument("--digits", type=int, default=4, help="daily_code: counter digits")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     add_redis_options(parser)
     parser.set_defaults(run=run)

@@ -12,7 +12,8 @@
 -- ARGV[6]  storage "key": UTC ms at which a newly created key expires
 -- Returns  {0, counter before ("" when absent), counter after}
 --          {2, recorded claim}       node claim mismatch: nothing changed
---          {4, label, marker}        the day is at or before the purge marker: nothing changed
+--          {4, label, marker}        the day is at or before the purge marker, or its key
+--                                    expired (storage "key"): nothing changed
 local recorded = claim_node(KEYS[2], ARGV[1])
 if recorded then
   return {2, recorded}
@@ -28,6 +29,9 @@ if hash then
   before = redis.call('HGET', KEYS[3], label)
 else
   before = redis.call('GET', KEYS[4])
+end
+if not hash and not before and redis.call('SISMEMBER', KEYS[3], label) == 1 then
+  return {4, label, label}  -- the day's key expired after its day: never re-create it
 end
 if before and (ARGV[5] == 'init' or not dec_gt(ARGV[4], before)) then
   return {0, before, before}

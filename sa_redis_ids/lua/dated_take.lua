@@ -17,7 +17,8 @@
 -- Returns  {0, label, counter after taking n (decimal string), Redis now ms, day end ms}
 --          {1, counter now}          exhausted: nothing taken
 --          {2, recorded claim}       node claim mismatch: nothing taken
---          {4, label, marker}        the day is at or before the purge marker: nothing taken
+--          {4, label, marker}        the day is at or before the purge marker, or its key
+--                                    expired (storage "key"): nothing taken
 --          {5, Redis now ms}         the Redis time is outside the window: nothing taken
 --          {6, label}                the day has no counter and must be seeded first
 local recorded = claim_node(KEYS[2], ARGV[2])
@@ -51,6 +52,10 @@ else
   local key = KEYS[4 + d]
   local exists = redis.call('EXISTS', key) == 1
   if not exists then
+    if redis.call('SISMEMBER', KEYS[3], label) == 1 then
+      -- the day had a key that expired after its day and grace period: never re-create it
+      return {4, label, label}
+    end
     if ARGV[5] == '1' then
       return {6, label}
     end
