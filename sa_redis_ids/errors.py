@@ -34,8 +34,8 @@ class ConfigError(SaRedisIdsError, ValueError):
     """A configuration that cannot work: bad namespace, bounds past BIGINT, node order changed."""
 
 
-class RedisUnavailable(SaRedisIdsError, ConnectionError):
-    """No Redis node could answer. ``errors`` maps each node tried to the error it gave."""
+class NodeErrors(SaRedisIdsError):
+    """An error about several nodes: ``errors`` maps each node to what it answered."""
 
     def __init__(
         self,
@@ -50,6 +50,10 @@ class RedisUnavailable(SaRedisIdsError, ConnectionError):
             detail = "; ".join(f"{name}: {exc}" for name, exc in self.errors.items())
             message = f"{message}: {detail}"
         super().__init__(message, namespace=namespace, node=node)
+
+
+class RedisUnavailable(NodeErrors, ConnectionError):
+    """No Redis node could answer. ``errors`` maps each node tried to the error it gave."""
 
 
 class SequenceExhausted(SaRedisIdsError):
@@ -70,7 +74,7 @@ class DayPurged(SaRedisIdsError):
     """The day asked for is at or before the purge marker: maintenance removed it for good."""
 
 
-class LockNotAcquired(SaRedisIdsError):
+class LockNotAcquired(NodeErrors):
     """A Redlock could not be acquired (or extended) on a majority of nodes in time.
 
     ``name`` is the lock name; ``errors`` maps each node that did not grant the lock in the last
@@ -87,11 +91,7 @@ class LockNotAcquired(SaRedisIdsError):
         name: str | None = None,
     ):
         self.name = name
-        self.errors: dict[str, BaseException] = dict(errors or {})
-        if self.errors:
-            detail = "; ".join(f"{name}: {exc}" for name, exc in self.errors.items())
-            message = f"{message}: {detail}"
-        super().__init__(message, namespace=namespace, node=node)
+        super().__init__(message, namespace=namespace, node=node, errors=errors)
 
 
 class LockHeld(SaRedisIdsError):
