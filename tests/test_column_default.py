@@ -10,7 +10,7 @@ from sqlalchemy import BigInteger, Column, String, Table, func, insert, select
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 
-from sa_redis_ids import RedisIds, RedisUnavailable, redis_id
+from sa_redis_ids import ConfigError, RedisIds, RedisUnavailable, redis_id
 from tests.support.servers import RedisServer
 
 
@@ -94,6 +94,25 @@ def test_an_explicit_value_is_left_alone(models: tuple[Engine, RedisIds, Any, Ta
     with engine.begin() as conn:
         conn.execute(rows.insert(), [{"id": 5, "name": "x"}])
     assert ids.sequence("things").next_id() == 1, "no ID was drawn for explicit values"
+
+
+def test_insert_from_select_is_refused_not_given_one_id_for_every_row(
+    models: tuple[Engine, RedisIds, Any, Table],
+) -> None:
+    # SQLAlchemy calls a Python default once for a whole INSERT ... SELECT: every row would get
+    # the same ID (silent duplicates in a column without a unique constraint).
+    engine, _, Thing, rows = models
+    with Session(engine) as session:
+        session.add_all([Thing(id=10 + i, name=f"s{i}") for i in range(3)])
+        session.commit()
+        with pytest.raises(ConfigError, match="SELECT"):
+            session.execute(insert(Thing).from_select(["name"], select(Thing.name)))
+        session.rollback()
+        assert session.scalar(select(func.count()).select_from(Thing)) == 3
+    with pytest.raises(ConfigError, match="SELECT"), engine.begin() as conn:
+        conn.execute(rows.insert().from_select(["name"], select(Thing.name)))
+    with engine.connect() as conn:
+        assert conn.scalar(select(func.count()).select_from(rows)) == 0
 
 
 def test_redis_down_fails_the_flush_writes_nothing_and_the_session_goes_on(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -152,3 +154,31 @@ def test_url_schemes_are_accepted(url: str) -> None:
 def test_bad_url_is_config_error(url: str) -> None:
     with pytest.raises(ConfigError, match="must start with"):
         RedisIds.from_url(url)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_a_forked_child_refuses_the_embedded_redis_instead_of_copying_it() -> None:
+    # The embedded server lives in the parent's memory; a forked child only has a copy of it, so
+    # both would go on from the same counters and issue the same IDs.
+    seq = RedisIds.embedded().sequence("users")
+    assert seq.next_id() == 1
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: never return into pytest
+        try:
+            os.close(read_end)
+            try:
+                found: object = seq.next_ids(3)
+            except ConfigError as exc:
+                found = f"ConfigError: {exc}"
+            with os.fdopen(write_end, "w") as out:
+                json.dump(found, out)
+        finally:
+            os._exit(0)
+    os.close(write_end)
+    with os.fdopen(read_end) as source:
+        in_child = json.load(source)
+    os.waitpid(pid, 0)
+    in_parent = seq.next_ids(3)
+    assert in_parent == [2, 3, 4]
+    assert isinstance(in_child, str) and "fork" in in_child, in_child

@@ -7,6 +7,8 @@ redis-py's own retries are off: the node set decides what to do with a node that
 
 from __future__ import annotations
 
+import os
+from functools import cache
 from typing import Any
 
 import redis
@@ -50,6 +52,7 @@ def embedded_client() -> Any:
     """An in-process fakeredis server with Lua, for laptops, demos and tests.
 
     Its data lives as long as the process; every call returns a client of a new, empty server.
+    A process forked from the one that made it gets :class:`ConfigError` on every command.
     """
     try:
         import fakeredis
@@ -57,4 +60,30 @@ def embedded_client() -> Any:
         raise ConfigError(
             "the embedded Redis needs the 'embedded' extra: pip install 'sa_redis_ids[embedded]'"
         ) from exc
-    return fakeredis.FakeRedis(server=fakeredis.FakeServer())
+    client = _embedded_class(fakeredis.FakeRedis)(server=fakeredis.FakeServer())
+    client.owner_pid = os.getpid()
+    return client
+
+
+@cache
+def _embedded_class(base: type) -> type:
+    """A fakeredis client that refuses to serve a forked child.
+
+    The server lives in the creating process's memory; after ``os.fork()`` the child holds a copy,
+    and the two copies would go on from the same counters and issue the same IDs.
+    """
+
+    class EmbeddedRedis(base):  # type: ignore[misc]
+        owner_pid = 0
+
+        def execute_command(self, *args: Any, **options: Any) -> Any:
+            if os.getpid() != self.owner_pid:
+                raise ConfigError(
+                    f"the embedded Redis lives in process {self.owner_pid}; this process was "
+                    "forked from it and holds only a copy, which would issue the same IDs as its "
+                    "parent: give every process the same Redis server (RedisIds.from_url)"
+                )
+            return super().execute_command(*args, **options)
+
+    EmbeddedRedis.__module__ = base.__module__  # still named "embedded" by describe_client
+    return EmbeddedRedis

@@ -8,13 +8,15 @@ executemany of any size; the other rows take from that reservation. In the ORM f
 :mod:`sa_redis_ids.orm.flush`), so the default is not called at all. An explicitly given value is
 never replaced. If the generator raises (Redis down, counter exhausted), the statement fails before
 anything reaches the database, so no row is written without an ID; the error reaches the caller as
-itself, not wrapped in ``StatementError``.
+itself, not wrapped in ``StatementError``. ``INSERT … FROM SELECT`` is refused with
+:class:`~sa_redis_ids.ConfigError`: SQLAlchemy would call the default once for all its rows.
 """
 
 from __future__ import annotations
 
 from typing import Any, Generic
 
+from sa_redis_ids.errors import ConfigError
 from sa_redis_ids.orm.batches import take
 from sa_redis_ids.orm.checks import check_column
 from sa_redis_ids.strategies.base import IdGenerator, V
@@ -39,6 +41,14 @@ class RedisIdDefault(Generic[V]):
         if reserved is None:
             if getattr(context, "compiled_parameters", None) is None:
                 return self.generator.next_id()  # called outside a statement execution
+            statement = getattr(getattr(context, "compiled", None), "statement", None)
+            if getattr(statement, "select", None) is not None:
+                raise ConfigError(
+                    "INSERT ... FROM SELECT cannot take its IDs from redis_id(): SQLAlchemy calls "
+                    "a Python default once for the whole statement, so every row would get the "
+                    "same ID; select the rows and insert them as a list of dicts instead",
+                    namespace=self.generator.namespace,
+                )
             reserved = {}
             setattr(context, STATEMENT_RESERVATION, reserved)
         column: Any = getattr(context, "current_column", None)
