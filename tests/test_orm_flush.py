@@ -300,12 +300,12 @@ def test_a_session_subclass_and_sessionmaker_get_the_listeners(base: Any, sqlite
 
 
 def test_a_generator_that_caps_one_call_takes_one_call_per_cap(base: Any, sqlite: Engine) -> None:
-    """ShortId takes at most 10,000 values per call; a bigger flush takes ceil(n / cap) calls."""
+    """ShortId takes at most 50,000 values per call; a bigger flush takes ceil(n / cap) calls."""
     ids = RedisIds.embedded()
     users = ids.sequence("users")
     users.max_batch = 3  # type: ignore[attr-defined]
     assert batch_limit(users) == 3
-    assert batch_limit(ids.short_id("short")) == 10_000
+    assert batch_limit(ids.short_id("short")) == 50_000
 
     class User(base):  # type: ignore[misc, valid-type]
         __tablename__ = "users"

@@ -111,6 +111,16 @@ def test_a_batch_larger_than_the_free_values_takes_nothing(ids: RedisIds) -> Non
     assert sorted(taken + pool.next_ids(4)) == list(range(10))
 
 
+def test_a_failed_batch_over_several_chunks_gives_every_bit_back(ids: RedisIds) -> None:
+    pool = ids.short_id("chunks", pool_size=2500, offset=0)
+    taken = pool.next_ids(1200)
+    with pytest.raises(SequenceExhausted):
+        pool.next_ids(1500)  # two BITFIELD chunks; the pool runs out in the second
+    assert pool.stats().issued == 1200
+    rest = pool.next_ids(1300)
+    assert sorted(taken + rest) == list(range(2500))
+
+
 def test_the_search_wraps_around_to_the_start(ids: RedisIds) -> None:
     pool = ids.short_id("wrap", pool_size=64, offset=1000)
     assert pool.reserve(v for v in range(1000, 1064) if v != 1003) == 63
@@ -166,10 +176,10 @@ def test_values_are_random_not_sequential(ids: RedisIds) -> None:
 
 
 def test_next_ids_bounds(ids: RedisIds) -> None:
-    pool = ids.short_id("users", pool_size=50_000)
+    pool = ids.short_id("users", pool_size=60_000)
     assert pool.next_ids(0) == []
-    with pytest.raises(ValueError, match="10000"):
-        pool.next_ids(10_001)
+    with pytest.raises(ValueError, match="50000"):
+        pool.next_ids(50_001)
     assert len(set(pool.next_ids(1000))) == 1000
 
 

@@ -3,8 +3,10 @@
 -- KEYS[2]  node claim key of the namespace
 -- ARGV[1]  this node's claim, "index/count|config"
 -- ARGV[2]  bits, the size of this node's share (bits at or past it are never used)
--- ARGV[3…] one random start byte per position to take, each 0 <= start < ceil(bits / 8)
--- Returns  {0, position…}           the positions taken, one per start byte
+-- ARGV[3]  n, how many positions to take
+-- ARGV[4]  6·n random bytes: each 6 bytes, read as a big-endian number modulo bits, are the
+--          position tried first; if it is taken, the search starts at its byte
+-- Returns  {0, "p1,p2,…"}           the positions taken, in order, as one comma-separated string
 --          {1, positions taken}     the share has fewer free positions than asked: nothing taken
 --          {2, recorded claim}      node claim mismatch: nothing taken
 local recorded = claim_node(KEYS[2], ARGV[1])
@@ -18,12 +20,13 @@ local bits = tonumber(ARGV[2])
 -- some servers (fakeredis copies it bit by bit), and a window that finds a free bit ends the search.
 local WINDOW = 4096
 local size = math.ceil(bits / 8)
+-- The string's length in bytes, read once and kept up to date as SETBIT extends it.
+local length = redis.call('STRLEN', key)
 
 -- The first free position in bytes first..last (inclusive) below `bits`, or -1. Bytes past the
 -- string's end are free (BITPOS answers -1 there), and an answer at or past `bits` (the padding
 -- of the last byte) means nothing in the window is free.
 local function find_in(first, last)
-  local length = redis.call('STRLEN', key)
   local pos
   if first >= length then
     pos = first * 8
@@ -60,16 +63,66 @@ local function find_free(start)
   return -1
 end
 
-local result = {0}
-for i = 3, #ARGV do
-  local pos = find_free(tonumber(ARGV[i]))
-  if pos < 0 then
-    for j = 2, #result do
-      redis.call('SETBIT', key, result[j], 0)
-    end
-    return {1, redis.call('BITCOUNT', key)}
-  end
-  redis.call('SETBIT', key, pos, 1)
-  result[#result + 1] = pos
+-- The i-th random bit position (1-based), from 6 random bytes (48 bits, exact in a double).
+local random = ARGV[4]
+local function random_bit(i)
+  local a, b, c, d, e, f = string.byte(random, 6 * i - 5, 6 * i)
+  return (((((a * 256 + b) * 256 + c) * 256 + d) * 256 + e) * 256 + f) % bits
 end
-return result
+
+local taken = {}
+local n = tonumber(ARGV[3])
+local CHUNK = 1000  -- BITFIELD subcommands per call (keeps unpack() far below Lua's stack limit)
+local unpack_args = unpack or table.unpack  -- Lua 5.1 in Redis; 5.4 in some embedded servers
+
+-- Take one position: `old` is what the random bit `text` held before BITFIELD set it. While the
+-- pool is sparse it was free and is now ours; otherwise (BITFIELD changed nothing) search from
+-- its byte and take what the search finds.
+local function settle(pos, text, old)
+  if old == 1 then
+    pos = find_free(math.floor(pos / 8))
+    if pos < 0 then
+      return false
+    end
+    redis.call('SETBIT', key, pos, 1)
+    local byte = math.floor(pos / 8)
+    if byte >= length then
+      length = byte + 1
+    end
+    text = string.format('%d', pos)
+  end
+  taken[#taken + 1] = text
+  return true
+end
+
+for first = 1, n, CHUNK do
+  local last = math.min(first + CHUNK - 1, n)
+  local args = {'BITFIELD', key}
+  local tried, texts = {}, {}
+  local a = 2
+  for i = first, last do
+    local pos = random_bit(i)
+    local text = string.format('%d', pos)
+    tried[#tried + 1] = pos
+    texts[#texts + 1] = text
+    args[a + 1], args[a + 2], args[a + 3], args[a + 4] = 'SET', 'u1', text, '1'
+    a = a + 4
+  end
+  local olds = redis.call(unpack_args(args))
+  length = redis.call('STRLEN', key)
+  for j = 1, #tried do
+    if not settle(tried[j], texts[j], olds[j]) then
+      -- Full: give back every bit this call set, the settled ones and the rest of this chunk.
+      for t = 1, #taken do
+        redis.call('SETBIT', key, taken[t], 0)
+      end
+      for k = j + 1, #tried do
+        if olds[k] == 0 then
+          redis.call('SETBIT', key, texts[k], 0)
+        end
+      end
+      return {1, redis.call('BITCOUNT', key)}
+    end
+  end
+end
+return {0, table.concat(taken, ',')}

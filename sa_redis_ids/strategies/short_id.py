@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 
 MAX_POOL_SIZE = 2**32
 """A Redis string holds at most 512 MB, i.e. 2^32 bits."""
-MAX_BATCH = 10_000
+MAX_BATCH = 50_000
 """The most values one ``next_ids`` (or one ``reserve`` round trip) handles."""
 
 
@@ -119,13 +119,13 @@ class ShortIdGenerator(IdGenerator[int]):
         def action(node: Node) -> list[int]:
             claim = self.claim_for(node)
             bits = self.share_size(node)
-            size = (bits + 7) // 8
-            starts = [secrets.randbelow(size) for _ in range(n)]
             reply = node.script("short_id")(
-                keys=[self.bitmap_key, self.claim_key], args=[claim, bits, *starts]
+                keys=[self.bitmap_key, self.claim_key],
+                args=[claim, bits, n, secrets.token_bytes(6 * n)],
             )
-            positions = check_reply(reply, namespace=self.namespace, node=node, claim=claim)
-            return [self.value_at(node, int(bit)) for bit in positions]
+            (positions,) = check_reply(reply, namespace=self.namespace, node=node, claim=claim)
+            first, step = self.offset + node.index, node.count
+            return [first + int(bit) * step for bit in positions.split(b",")]
 
         return action
 
