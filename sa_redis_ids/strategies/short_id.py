@@ -1,10 +1,13 @@
 """ShortId: random, unique, short numbers from a fixed pool, kept in a Redis bitmap (seed 001).
 
 The pool is ``offset … offset + pool_size − 1`` (by default the 8-digit numbers 10000000–19999999);
-bit ``i`` of the pool is set once ``offset + i`` is issued. One Lua call per batch searches with
-``BITPOS`` from a random byte (chosen in Python with :mod:`secrets`), wraps around to the start
-when nothing after it is free, ignores answers past the pool (``BITPOS`` pads the string with
-zeros) and ``SETBIT``s what it found. Values are random, so they say nothing about how many users
+bit ``i`` of the pool is set once ``offset + i`` is issued. One Lua call per batch first tries a
+random bit per value (48 random bits each, from :mod:`secrets`), all tries of up to 1,000 values
+in one ``BITFIELD … SET u1`` whose answers say which bits were free. For a try that hit a taken
+bit it searches with ``BITPOS`` from that bit's byte, wraps around to the start when nothing after
+it is free, ignores answers past the pool (``BITPOS`` pads the string with zeros) and ``SETBIT``s
+what it found. A batch is all or nothing: when the pool runs out, every bit the call set is
+cleared again. Values are random, so they say nothing about how many users
 there are or which one came next.
 
 With N nodes, node ``k`` owns the pool positions ``i ≡ k (mod N)`` and keeps them in its own
