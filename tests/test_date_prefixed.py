@@ -440,3 +440,9 @@ def test_processes_on_three_nodes_never_share_a_value(redis_servers: StartServer
     values = draw_in_processes(spec, processes=2, threads=4, per_thread=300)
     assert len(values) == 2 * 4 * 300
     assert duplicates(values) == {}
+
+
+def test_day_zero_of_year_one_is_not_a_value() -> None:
+    gen = RedisIds.embedded().date_prefixed("p", fmt="YYYYDDD", length=8, start=0)
+    with pytest.raises(ValueError, match="day of year 0"):
+        gen.parse(10000)  # "0001" + "000" + "0": before date.min, not an OverflowError

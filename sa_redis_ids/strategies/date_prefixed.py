@@ -71,8 +71,10 @@ def parse_prefix(fmt: str, text: str) -> date:
     if fmt.endswith("MMDD"):
         return date(year, int(rest[:2]), int(rest[2:]))
     ordinal = int(rest)
+    if ordinal < 1:  # checked first: day 0 of year 1 would fall before date.min
+        raise ValueError(f"day of year {ordinal} does not exist in {year}")
     day = date(year, 1, 1) + timedelta(days=ordinal - 1)
-    if ordinal < 1 or day.year != year:
+    if day.year != year:
         raise ValueError(f"day of year {ordinal} does not exist in {year}")
     return day
 
