@@ -77,6 +77,22 @@ class Node:
                     self._scripts[name] = found
         return found
 
+    # Residue classes: node ``index`` of ``count`` turns its counter ``c`` (1, 2, 3 …) into the value
+    # ``start + (c − 1)·count + index``, so the nodes' values never meet.
+
+    def counter_through(self, start: int, value: int) -> int:
+        """How many of this node's values are ``<= value``: the counter of its last such value.
+
+        As a limit, the highest counter that keeps values ``<= value``; as a reseed target, the
+        counter after which every value of this node is ``> value``.
+        """
+        return max(0, (value - start - self.index) // self.count + 1)
+
+    def values(self, start: int, after: int, n: int) -> range:
+        """This node's values of counters ``after − n + 1 … after``."""
+        first = start + (after - n) * self.count + self.index
+        return range(first, first + n * self.count, self.count)
+
     def claim(self, config: str) -> str:
         """The claim this node records for a namespace: its index, the node count and the config."""
         return f"{self.index}/{self.count}|{config}"

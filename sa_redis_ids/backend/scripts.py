@@ -60,7 +60,8 @@ def script_source(name: str) -> str:
     return f"{common}\n{body}"
 
 
-def _text(value: Any) -> str:
+def reply_text(value: Any) -> str:
+    """A script reply element as text (redis-py gives bytes unless ``decode_responses``)."""
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
@@ -82,11 +83,11 @@ def raise_for_status(
     where = {"namespace": namespace, "node": node.name}
     if status == STATUS_EXHAUSTED:
         raise SequenceExhausted(
-            f"no value left (counter at {_text(payload[0]) if payload else '?'})", **where
+            f"no value left (counter at {reply_text(payload[0]) if payload else '?'})", **where
         )
     if status == STATUS_CLAIM_MISMATCH:
         raise ConfigError(
-            f"this node recorded the claim {_text(payload[0])!r} for this namespace but is now "
+            f"this node recorded the claim {reply_text(payload[0])!r} for this namespace but is now "
             f"configured as {claim!r}: the node list was reordered or resized, or the "
             "generator's options changed; either would issue duplicate IDs",
             **where,
@@ -100,12 +101,13 @@ def raise_for_status(
         )
     if status == STATUS_DAY_PURGED:
         raise DayPurged(
-            f"day {_text(payload[0])} is at or before the purge marker {_text(payload[1])}", **where
+            f"day {reply_text(payload[0])} is at or before the purge marker {reply_text(payload[1])}",
+            **where,
         )
     if status == STATUS_OUT_OF_WINDOW:
         raise OutOfWindow(int(payload[0]), **where)
     if status == STATUS_NEEDS_INIT:
-        raise NeedsInit(_text(payload[0]), **where)
+        raise NeedsInit(reply_text(payload[0]), **where)
     if status == STATUS_BEFORE_EPOCH:
         raise ConfigError(
             f"Redis time is {int(payload[0])} ms before the snowflake layout's epoch_ms; "

@@ -63,7 +63,7 @@ from typing import Any, TypeVar
 import redis
 
 from sa_redis_ids.backend.nodes import Node, NodeSet
-from sa_redis_ids.backend.scripts import check_reply
+from sa_redis_ids.backend.scripts import check_reply, reply_text
 from sa_redis_ids.errors import ConfigError, LockNotAcquired, RedisUnavailable, SaRedisIdsError
 from sa_redis_ids.keys import DEFAULT_PREFIX, validate_prefix
 
@@ -116,10 +116,6 @@ def _seconds(option: str, value: object, *, low: float, inclusive: bool = True) 
         relation = "at least" if inclusive else "more than"
         raise ConfigError(f"{option}={value} is out of range; it must be {relation} {low} s")
     return float(value)
-
-
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 def _run(node: Node, action: Callable[[Node], T]) -> T | BaseException:
@@ -380,7 +376,7 @@ class Redlock:
         attempt.fencing_token = max(fences.values())
         behind = [index for index, fence in fences.items() if fence < attempt.fencing_token]
         if behind:
-            raise_args = [str(attempt.fencing_token), ""]
+            raise_args = [str(attempt.fencing_token)]
             raised = fan_out(
                 [self._nodes[index] for index in behind],
                 lambda node: self._raise_fence(node, raise_args),
@@ -404,12 +400,12 @@ class Redlock:
     def _lock_node(self, node: Node, args: list[str]) -> int:
         reply = node.script("lock_acquire")(keys=[self.key, self.fence_key], args=args)
         (fence,) = check_reply(reply, namespace=self.name, node=node)
-        return int(_text(fence))
+        return int(reply_text(fence))
 
     def _raise_fence(self, node: Node, args: list[str]) -> int:
         reply = node.script("set_if_greater")(keys=[self.fence_key], args=args)
         _before, after = check_reply(reply, namespace=self.name, node=node)
-        return int(_text(after))
+        return int(reply_text(after))
 
     def _flag(self, script: str, node: Node, args: list[str]) -> bool:
         reply = node.script(script)(keys=[self.key], args=args)

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from datetime import date, timedelta
 from typing import TYPE_CHECKING, Any, Generic
 
-from sa_redis_ids.backend.scripts import NeedsInit, OutOfWindow, check_reply
+from sa_redis_ids.backend.scripts import NeedsInit, OutOfWindow, check_reply, reply_text
 from sa_redis_ids.clock import DayClock, day_label, day_start_ms, label_day
 from sa_redis_ids.errors import ConfigError, DayPurged, ScriptError
 from sa_redis_ids.strategies.base import IdGenerator, V
@@ -59,10 +59,6 @@ class DatedBlock(Generic[V]):
     values: list[V]
     redis_now_ms: int
     day_end_ms: int
-
-
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 def same_floor(generator: DatedGenerator[Any], floor: object) -> None:
@@ -145,18 +141,6 @@ class DatedGenerator(IdGenerator[V]):
         """The lowest and highest value ``day`` can have (what a floor query scans)."""
         return self.compose(day, 0), self.compose(day, self.counter_max)
 
-    def counter_limit(self, node: Node) -> int:
-        """The highest counter ``node`` may reach without its counter part passing ``counter_max``."""
-        return max(0, (self.counter_max - self.start - node.index) // node.count + 1)
-
-    def counter_above(self, node: Node, used: int) -> int:
-        """The counter that makes ``node``'s next counter part greater than ``used``."""
-        return max(0, (used - self.start - node.index) // node.count + 1)
-
-    def _parts(self, node: Node, after: int, n: int) -> range:
-        first = self.start + (after - n) * node.count + node.index
-        return range(first, first + n * node.count, node.count)
-
     def _expire_at(self, day: date) -> int:
         return day_start_ms(day + timedelta(days=1), self.clock.tz) + self.grace_ms
 
@@ -172,7 +156,7 @@ class DatedGenerator(IdGenerator[V]):
 
     def _take_on(self, node: Node, n: int) -> DatedBlock[V]:
         claim = self.claim_for(node)
-        limit = str(self.counter_limit(node))
+        limit = str(node.counter_through(self.start, self.counter_max))
         days: list[date]
         window: list[str]
         for _ in range(ATTEMPTS):
@@ -203,10 +187,10 @@ class DatedGenerator(IdGenerator[V]):
             except NeedsInit as exc:
                 self._seed([node], label_day(exc.day))
                 continue
-            day = label_day(_text(label))
+            day = label_day(reply_text(label))
             self._check_day(day)
-            values = self.compose_all(day, self._parts(node, int(after), n))
-            return DatedBlock(day, values, int(now_ms), int(_text(end_ms)))
+            values = self.compose_all(day, node.values(self.start, int(after), n))
+            return DatedBlock(day, values, int(now_ms), int(reply_text(end_ms)))
         raise ScriptError(
             f"no value after {ATTEMPTS} attempts: the Redis clock kept leaving the day window "
             "or the day's counter kept disappearing",
@@ -256,15 +240,16 @@ class DatedGenerator(IdGenerator[V]):
                 return [
                     node
                     for node in missing
-                    if self._set(node, day, self.counter_above(node, used), "init")[0] is None
+                    if self._set(node, day, node.counter_through(self.start, used), "init")[0]
+                    is None
                 ]
 
     def _refuse_purged(self, node: Node, day: date) -> None:
         label = day_label(day)
         marker = self._nodes.on(node, self.namespace, lambda n: n.client.get(self.purge_key))
-        if marker is not None and label <= _text(marker):
+        if marker is not None and label <= reply_text(marker):
             raise DayPurged(
-                f"day {label} is at or before the purge marker {_text(marker)}",
+                f"day {label} is at or before the purge marker {reply_text(marker)}",
                 namespace=self.namespace,
                 node=node.name,
             )
@@ -300,8 +285,8 @@ class DatedGenerator(IdGenerator[V]):
                 ],
             )
             before, after = check_reply(reply, namespace=self.namespace, node=node, claim=claim)
-            text = _text(before)
-            return (int(text) if text else None), int(_text(after))
+            text = reply_text(before)
+            return (int(text) if text else None), int(reply_text(after))
 
         return self._nodes.on(node, self.namespace, action)
 
@@ -330,7 +315,7 @@ class DatedGenerator(IdGenerator[V]):
         if self.storage == "hash":
             reply = script(keys=[self.purge_key, store], args=[last, "hash"])
             return [
-                _text(label)
+                reply_text(label)
                 for label in check_reply(reply, namespace=self.namespace, node=node)[1:]
             ]
         # Raise the marker first: from then on no day <= last is created, so the index is complete.
@@ -339,7 +324,7 @@ class DatedGenerator(IdGenerator[V]):
             namespace=self.namespace,
             node=node,
         )
-        members: list[str] = [_text(label) for label in node.client.smembers(store)]
+        members: list[str] = [reply_text(label) for label in node.client.smembers(store)]
         labels: list[str] = sorted(label for label in members if label <= last)
         if not labels:
             return []
@@ -348,7 +333,8 @@ class DatedGenerator(IdGenerator[V]):
             args=[last, "key", *labels],
         )
         return [
-            _text(label) for label in check_reply(reply, namespace=self.namespace, node=node)[1:]
+            reply_text(label)
+            for label in check_reply(reply, namespace=self.namespace, node=node)[1:]
         ]
 
     def days_present(self) -> list[date]:
@@ -360,14 +346,14 @@ class DatedGenerator(IdGenerator[V]):
 
     def _days_on(self, node: Node) -> list[str]:
         if self.storage == "hash":
-            return [_text(label) for label in node.client.hkeys(self._store_key())]
-        labels = [_text(label) for label in node.client.smembers(self._store_key())]
+            return [reply_text(label) for label in node.client.hkeys(self._store_key())]
+        labels = [reply_text(label) for label in node.client.smembers(self._store_key())]
         return [label for label in labels if node.client.exists(self._day_key(label))]
 
     def purged_through(self) -> date | None:
         """The last day purged (the highest purge marker over the nodes), or None."""
         markers = [
-            _text(marker)
+            reply_text(marker)
             for marker in self._nodes.each(
                 self.namespace, lambda node: node.client.get(self.purge_key)
             )
@@ -384,6 +370,6 @@ class DatedGenerator(IdGenerator[V]):
         day, used = self.day_and_counter(value)
         result: list[tuple[str, int | None, int]] = []
         for node in self._nodes.nodes:
-            before, after = self._set(node, day, self.counter_above(node, used), "raise")
+            before, after = self._set(node, day, node.counter_through(self.start, used), "raise")
             result.append((node.name, before, after))
         return result

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from sa_redis_ids.backend.scripts import check_reply
+from sa_redis_ids.backend.scripts import check_reply, reply_text
 from sa_redis_ids.bounds import limit_for
 from sa_redis_ids.strategies.base import check_int_option
 from sa_redis_ids.strategies.buffered import (
@@ -76,15 +76,6 @@ class SequenceGenerator(BufferedGenerator[int]):
     def config(self) -> str:
         return f"sequence:start={self.start}"
 
-    def counter_limit(self, node: Node) -> int:
-        """The highest counter ``node`` may reach without passing ``max_value``."""
-        return max(0, (self._limit - self.start - node.index) // node.count + 1)
-
-    def values_for(self, node: Node, after: int, n: int) -> range:
-        """The values of counters ``after − n + 1 … after`` on ``node``."""
-        first = self.start + (after - n) * node.count + node.index
-        return range(first, first + n * node.count, node.count)
-
     def _take(self, n: int) -> list[int]:
         return list(self._take_block(n).values)
 
@@ -95,10 +86,10 @@ class SequenceGenerator(BufferedGenerator[int]):
             claim = self.claim_for(node)
             reply = node.script("sequence")(
                 keys=[self.counter_key, self.claim_key],
-                args=[n, claim, str(self.counter_limit(node))],
+                args=[n, claim, str(node.counter_through(self.start, self._limit))],
             )
             (after,) = check_reply(reply, namespace=self.namespace, node=node, claim=claim)
-            return self.values_for(node, int(after), n)
+            return node.values(self.start, int(after), n)
 
         values: range = self._call(action)
         return Segment(values)
@@ -113,10 +104,10 @@ class SequenceGenerator(BufferedGenerator[int]):
             raise ValueError(f"ensure_at_least needs a non-negative int, not {value!r}")
 
         def action(node: Node) -> tuple[str, int | None, int]:
-            needed = max(0, (value - self.start - node.index) // node.count + 1)
-            reply = node.script("set_if_greater")(keys=[self.counter_key], args=[str(needed), ""])
+            needed = node.counter_through(self.start, value)
+            reply = node.script("set_if_greater")(keys=[self.counter_key], args=[str(needed)])
             before, after = check_reply(reply, namespace=self.namespace, node=node)
-            text = before.decode() if isinstance(before, bytes) else str(before)
+            text = reply_text(before)
             return node.name, int(text) if text else None, int(after)
 
         return self._nodes.each(self.namespace, action)
