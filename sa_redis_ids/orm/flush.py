@@ -2,7 +2,7 @@
 
 ``before_flush`` counts the pending new objects whose bound attribute is unset, per generator, and
 reserves that many IDs with one ``next_ids(n)`` each (a generator that caps one call, like ShortId
-at 10,000 values, takes one call per cap). The reservation belongs to that session and that flush
+at 50,000 values, takes one call per cap). The reservation belongs to that session and that flush
 (``Session.info``); the ``before_insert`` hook assigns from it in insert order. After the
 flush, or when the session rolls back, the reservation is dropped: IDs a failed flush did not use
 are gaps, never handed to another flush or session. An object the count could not see (added by

@@ -50,6 +50,9 @@ class IdGenerator(ABC, Generic[V]):
     """Short name of the strategy; also the key part that separates strategies of one namespace."""
     python_type: ClassVar[type]
     """``int`` for numeric IDs, ``str`` for codes."""
+    max_batch: ClassVar[int] = MAX_BATCH
+    """The most values one ``next_ids`` call may take (strategies whose script loops per value
+    set less; the ORM splits bigger reservations into calls of this size)."""
 
     def __init__(self, nodes: NodeSet, prefix: str, namespace: str):
         self.keys = KeySpace(prefix, namespace)
@@ -90,7 +93,7 @@ class IdGenerator(ABC, Generic[V]):
 
     def next_ids(self, n: int) -> list[V]:
         """``n`` new values in one Redis round trip (``[]`` for 0)."""
-        if check_count(n) == 0:
+        if check_count(n, most=self.max_batch) == 0:
             return []
         return self._take(n)
 

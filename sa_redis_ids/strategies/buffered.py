@@ -598,7 +598,7 @@ class BufferedGenerator(IdGenerator[V]):
         buffer = self.buffer
         if buffer is not None:
             return buffer.next_ids(n)
-        return [] if check_count(n) == 0 else self._take(n)
+        return [] if check_count(n, most=self.max_batch) == 0 else self._take(n)
 
     def stats(self) -> BufferStats | None:
         """The buffer's statistics, or ``None`` when this generator is not buffered."""

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, ClassVar
 from sa_redis_ids.backend.scripts import check_reply
 from sa_redis_ids.bounds import BIGINT_MAX
 from sa_redis_ids.errors import ConfigError, RedisUnavailable, SequenceExhausted
-from sa_redis_ids.strategies.base import IdGenerator, check_count, check_int_option
+from sa_redis_ids.strategies.base import IdGenerator, check_int_option
 
 if TYPE_CHECKING:
     from sa_redis_ids.backend.nodes import Node, NodeSet
@@ -109,12 +109,6 @@ class ShortIdGenerator(IdGenerator[int]):
     def value_at(self, node: Node, bit: int) -> int:
         """The value of ``node``'s bit ``bit``."""
         return self.offset + bit * node.count + node.index
-
-    def next_ids(self, n: int) -> list[int]:
-        """``n`` distinct random free values in one Redis round trip (all or none)."""
-        if check_count(n, most=self.max_batch) == 0:
-            return []
-        return self._take(n)
 
     def _taker(self, n: int) -> Callable[[Node], list[int]]:
         """An action taking ``n`` random free values of one node's share (all or none)."""
