@@ -18,7 +18,7 @@ from sqlalchemy.orm import ColumnProperty, Mapper, RelationshipProperty
 from sqlalchemy.schema import Column, ColumnDefault
 
 from sa_redis_ids.errors import ConfigError
-from sa_redis_ids.orm.checks import check_column
+from sa_redis_ids.orm.checks import check_column, dialect_key
 from sa_redis_ids.orm.default import RedisIdDefault
 from sa_redis_ids.strategies.base import IdGenerator
 
@@ -59,9 +59,7 @@ class Binding:
 
     def check(self, dialect: Any = None) -> None:
         """Check the column against the generator, once per dialect (``None``: mapping time)."""
-        name = "" if dialect is None else getattr(dialect, "name", str(dialect))
-        if getattr(dialect, "is_mariadb", False):
-            name = "mariadb"
+        name = dialect_key(dialect)
         if name in self._checked:
             return
         check_column(self.generator, self.column, dialect, owner=self.owner)

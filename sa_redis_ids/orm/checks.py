@@ -66,6 +66,12 @@ def dialect_names(dialect: Dialect | str | None) -> tuple[str, ...]:
     return (dialect.name,)
 
 
+def dialect_key(dialect: Dialect | str | None) -> str:
+    """One name per dialect for "checked once per dialect" (``""`` for mapping time)."""
+    names = dialect_names(dialect)
+    return names[0] if names else ""
+
+
 def _type_dialect(type_: Any) -> str | None:
     """``"mysql"`` for ``sqlalchemy.dialects.mysql.INTEGER``; ``None`` for generic types."""
     parts = type(type_).__module__.split(".")

@@ -18,7 +18,7 @@ from typing import Any, Generic
 
 from sa_redis_ids.errors import ConfigError
 from sa_redis_ids.orm.batches import take
-from sa_redis_ids.orm.checks import check_column
+from sa_redis_ids.orm.checks import check_column, dialect_key
 from sa_redis_ids.strategies.base import IdGenerator, V
 
 STATEMENT_RESERVATION = "_sa_redis_ids_reserved"
@@ -70,7 +70,7 @@ class RedisIdDefault(Generic[V]):
         """One ``next_ids`` for every row of the statement (a multi-VALUES row counts each value)."""
         dialect = getattr(context, "dialect", None)
         if column is not None and dialect is not None:
-            name = "mariadb" if getattr(dialect, "is_mariadb", False) else dialect.name
+            name = dialect_key(dialect)
             if (id(column), name) not in self._checked:
                 check_column(self.generator, column, dialect)
                 self._checked.add((id(column), name))
