@@ -18,21 +18,10 @@ import os
 import sys
 from typing import Any
 
-from sa_redis_ids.cli.options import add_redis_options, redis_ids_from
+from sa_redis_ids.cli.options import add_redis_options, non_negative_int, redis_ids_from
 from sa_redis_ids.errors import ConfigError
 from sa_redis_ids.ids import RedisIds
 from sa_redis_ids.maintenance.job import Maintenance, MaintenanceSummary
-
-
-def non_negative_int(text: str) -> int:
-    """argparse type: an integer of at least 0."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{value} must be 0 or more")
-    return value
 
 
 def add_app_option(parser: argparse.ArgumentParser) -> None:

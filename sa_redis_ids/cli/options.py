@@ -46,12 +46,21 @@ def redis_ids_from(args: argparse.Namespace) -> RedisIds:
     return RedisIds.embedded(prefix=args.prefix)
 
 
-def positive_int(text: str) -> int:
-    """argparse type: an integer of at least 1."""
+def _int_at_least(text: str, low: int) -> int:
     try:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{value} must be 1 or more")
+    if value < low:
+        raise argparse.ArgumentTypeError(f"{value} must be {low} or more")
     return value
+
+
+def positive_int(text: str) -> int:
+    """argparse type: an integer of at least 1."""
+    return _int_at_least(text, 1)
+
+
+def non_negative_int(text: str) -> int:
+    """argparse type: an integer of at least 0."""
+    return _int_at_least(text, 0)
