@@ -42,6 +42,8 @@ if TYPE_CHECKING:
 logger = logging.getLogger("sa_redis_ids.maintenance")
 
 LOCK_NAME = "maintenance"
+LEASE_WAIT = 1.0
+"""Seconds a run waits for the maintenance lock before it leaves the work to the holder."""
 DEFAULT_LOCK_TTL = 60.0
 DEFAULT_FILL_WARNING = 0.8
 MAX_PRECREATE_DAYS = 366
@@ -406,7 +408,9 @@ class Maintenance:
                 return self._lease
             except SaRedisIdsError:
                 self._lease = None  # lapsed or taken over: compete for it like everyone else
-        lock = self.ids.lock(LOCK_NAME, ttl=self.lock_ttl, timeout=0.0)
+        # A short wait, not a single attempt: instances that start together can split the nodes
+        # between them so that none has a majority; Redlock's retry with a random delay settles it.
+        lock = self.ids.lock(LOCK_NAME, ttl=self.lock_ttl, timeout=LEASE_WAIT)
         lock.acquire()
         self._lease = lock
         return lock
