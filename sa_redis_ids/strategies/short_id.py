@@ -91,7 +91,7 @@ class ShortIdGenerator(IdGenerator[int]):
 
     def share_size(self, node: Node) -> int:
         """How many pool positions ``node`` owns (those ``≡ index mod count``)."""
-        return (self.pool_size - node.index + node.count - 1) // node.count
+        return node.counter_through(0, self.pool_size - 1)
 
     def locate(self, value: object) -> tuple[Node, int]:
         """The node owning ``value`` and its bit there; ValueError if it is not in the pool."""

@@ -293,7 +293,7 @@ class SnowflakeGenerator(IdGenerator[int]):
 
     def slots_per_ms(self, node: Node) -> int:
         """How many sequence values of a millisecond ``node`` owns (those ``≡ index mod count``)."""
-        return (self.layout.max_sequence - node.index) // node.count + 1
+        return node.counter_through(0, self.layout.max_sequence)
 
     def next_id(self, shard: int = 0) -> int:
         """One new ID for ``shard`` (ValueError if the shard does not fit its bits)."""
