@@ -17,7 +17,7 @@ from sa_redis_ids.strategies.daily_code import DailyCodeGenerator
 from tests.conftest import Backend
 from tests.support.days import day_end_ms, seen_today, shift_to, shift_to_local, utc
 from tests.support.servers import RedisServer
-from tests.support.uniqueness import GeneratorSpec, draw_in_processes, duplicates
+from tests.support.uniqueness import GeneratorSpec, draw_in_processes, duplicates, released_together
 
 StartServers = Callable[[int], list[RedisServer]]
 
@@ -174,22 +174,7 @@ def test_seed_004_hundred_threads_on_a_day_without_counter(backend: Backend) -> 
     codes = backend.ids().daily_code("IS")
     day = date(2031, 2, 3)
     shift_to_local(codes, day, time(0, 0, 5))
-    barrier = threading.Barrier(100)
-    results: list[str] = []
-    errors: list[BaseException] = []
-
-    def order_code() -> None:
-        try:
-            barrier.wait()
-            results.append(codes.next_id())
-        except BaseException as exc:
-            errors.append(exc)
-
-    threads = [threading.Thread(target=order_code) for _ in range(100)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    results, errors = released_together(codes.next_id, 100)
     assert errors == []
     assert len(set(results)) == 100
     assert {codes.parse(code).day for code in results} == {day}

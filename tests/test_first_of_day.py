@@ -20,7 +20,7 @@ from sa_redis_ids.strategies.date_prefixed import DatePrefixedGenerator
 from tests.conftest import Backend
 from tests.support.days import seen_today, shift_to_local
 from tests.support.servers import RedisServer
-from tests.support.uniqueness import draw_in_processes, duplicates
+from tests.support.uniqueness import draw_in_processes, duplicates, released_together
 
 StartServers = Callable[[int], list[RedisServer]]
 DAY = date(2031, 2, 3)
@@ -131,22 +131,7 @@ def test_seed_004_hundred_threads_with_a_floor_on_a_fresh_day(backend: Backend) 
     floor = Counted(41, delay=0.05)
     codes = backend.ids().daily_code("IS", floor=floor)
     shift_to_local(codes, DAY, time(0, 0, 5))
-    barrier = threading.Barrier(100)
-    results: list[str] = []
-    errors: list[BaseException] = []
-
-    def order_code() -> None:
-        try:
-            barrier.wait()
-            results.append(codes.next_id())
-        except BaseException as exc:
-            errors.append(exc)
-
-    threads = [threading.Thread(target=order_code) for _ in range(100)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    results, errors = released_together(codes.next_id, 100)
     assert errors == []
     assert sorted(results) == [f"IS20310203{c:04d}" for c in range(42, 142)]
     assert floor.days == [DAY], "one thread seeds; the others find the counter"

@@ -10,7 +10,7 @@ from __future__ import annotations
 import multiprocessing
 import threading
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -69,6 +69,32 @@ def draw_in_threads(spec: GeneratorSpec, threads: int, per_thread: int) -> list[
     if errors:
         raise errors[0]
     return [value for chunk in results for value in chunk]
+
+
+def released_together(
+    action: Callable[[], Any], count: int
+) -> tuple[list[Any], list[BaseException]]:
+    """Run ``action`` once in each of ``count`` threads released at once by a barrier.
+
+    Returns what the calls returned and the errors they raised (seed 004's 100-thread test).
+    """
+    barrier = threading.Barrier(count)
+    results: list[Any] = []
+    errors: list[BaseException] = []
+
+    def work() -> None:
+        try:
+            barrier.wait()
+            results.append(action())
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work) for _ in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return results, errors
 
 
 def _process_main(spec: GeneratorSpec, threads: int, per_thread: int) -> list[Any]:
