@@ -77,6 +77,14 @@ class Node:
                     self._scripts[name] = found
         return found
 
+    def run(self, name: str, keys: Sequence[Any], args: Sequence[Any]) -> Any:
+        """Run script ``lua/<name>.lua`` on this node and return its raw reply.
+
+        Every script call of the library goes through here, so how a call reaches the node (and
+        what it waits for after the write) is decided in one place.
+        """
+        return self.script(name)(keys=keys, args=args)
+
     # Residue classes: node ``index`` of ``count`` turns its counter ``c`` (1, 2, 3 …) into the value
     # ``start + (c − 1)·count + index``, so the nodes' values never meet.
 

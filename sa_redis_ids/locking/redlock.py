@@ -398,17 +398,17 @@ class Redlock:
         return attempt
 
     def _lock_node(self, node: Node, args: list[str]) -> int:
-        reply = node.script("lock_acquire")(keys=[self.key, self.fence_key], args=args)
+        reply = node.run("lock_acquire", keys=[self.key, self.fence_key], args=args)
         (fence,) = check_reply(reply, namespace=self.name, node=node)
         return int(reply_text(fence))
 
     def _raise_fence(self, node: Node, args: list[str]) -> int:
-        reply = node.script("set_if_greater")(keys=[self.fence_key], args=args)
+        reply = node.run("set_if_greater", keys=[self.fence_key], args=args)
         _before, after = check_reply(reply, namespace=self.name, node=node)
         return int(reply_text(after))
 
     def _flag(self, script: str, node: Node, args: list[str]) -> bool:
-        reply = node.script(script)(keys=[self.key], args=args)
+        reply = node.run(script, keys=[self.key], args=args)
         (flag,) = check_reply(reply, namespace=self.name, node=node)
         return int(flag) == 1
 

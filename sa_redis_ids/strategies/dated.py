@@ -164,7 +164,8 @@ class DatedGenerator(IdGenerator[V]):
             keys = [self.purge_key, self.claim_key, self._store_key()]
             if self.storage == "key":
                 keys += [self._day_key(day_label(day)) for day in days]
-            reply = node.script("dated_take")(
+            reply = node.run(
+                "dated_take",
                 keys=keys,
                 args=[
                     n,
@@ -273,7 +274,8 @@ class DatedGenerator(IdGenerator[V]):
             keys = [self.purge_key, self.claim_key, self._store_key()]
             if self.storage == "key":
                 keys.append(self._day_key(day_label(day)))
-            reply = node.script("dated_set")(
+            reply = node.run(
+                "dated_set",
                 keys=keys,
                 args=[
                     claim,
@@ -310,17 +312,16 @@ class DatedGenerator(IdGenerator[V]):
         return sorted(label_day(label) for label in deleted)
 
     def _purge_on(self, node: Node, last: str) -> list[str]:
-        script = node.script("dated_purge")
         store = self._store_key()
         if self.storage == "hash":
-            reply = script(keys=[self.purge_key, store], args=[last, "hash"])
+            reply = node.run("dated_purge", keys=[self.purge_key, store], args=[last, "hash"])
             return [
                 reply_text(label)
                 for label in check_reply(reply, namespace=self.namespace, node=node)[1:]
             ]
         # Raise the marker first: from then on no day <= last is created, so the index is complete.
         check_reply(
-            script(keys=[self.purge_key, store], args=[last, "key"]),
+            node.run("dated_purge", keys=[self.purge_key, store], args=[last, "key"]),
             namespace=self.namespace,
             node=node,
         )
@@ -328,7 +329,8 @@ class DatedGenerator(IdGenerator[V]):
         labels: list[str] = sorted(label for label in members if label <= last)
         if not labels:
             return []
-        reply = script(
+        reply = node.run(
+            "dated_purge",
             keys=[self.purge_key, store, *map(self._day_key, labels)],
             args=[last, "key", *labels],
         )

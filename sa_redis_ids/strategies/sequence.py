@@ -84,7 +84,8 @@ class SequenceGenerator(BufferedGenerator[int]):
 
         def action(node: Node) -> range:
             claim = self.claim_for(node)
-            reply = node.script("sequence")(
+            reply = node.run(
+                "sequence",
                 keys=[self.counter_key, self.claim_key],
                 args=[n, claim, str(node.counter_through(self.start, self._limit))],
             )
@@ -105,7 +106,7 @@ class SequenceGenerator(BufferedGenerator[int]):
 
         def action(node: Node) -> tuple[str, int | None, int]:
             needed = node.counter_through(self.start, value)
-            reply = node.script("set_if_greater")(keys=[self.counter_key], args=[str(needed)])
+            reply = node.run("set_if_greater", keys=[self.counter_key], args=[str(needed)])
             before, after = check_reply(reply, namespace=self.namespace, node=node)
             text = reply_text(before)
             return node.name, int(text) if text else None, int(after)

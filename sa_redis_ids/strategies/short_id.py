@@ -116,7 +116,8 @@ class ShortIdGenerator(IdGenerator[int]):
         def action(node: Node) -> list[int]:
             claim = self.claim_for(node)
             bits = self.share_size(node)
-            reply = node.script("short_id")(
+            reply = node.run(
+                "short_id",
                 keys=[self.bitmap_key, self.claim_key],
                 args=[claim, bits, n, secrets.token_bytes(6 * n)],
             )
@@ -181,8 +182,10 @@ class ShortIdGenerator(IdGenerator[int]):
 
                 def action(node: Node, chunk: list[int] = chunk) -> int:
                     claim = self.claim_for(node)
-                    reply = node.script("short_id_mark")(
-                        keys=[self.bitmap_key, self.claim_key], args=[claim, bit, *chunk]
+                    reply = node.run(
+                        "short_id_mark",
+                        keys=[self.bitmap_key, self.claim_key],
+                        args=[claim, bit, *chunk],
                     )
                     (count,) = check_reply(reply, namespace=self.namespace, node=node, claim=claim)
                     return int(count)

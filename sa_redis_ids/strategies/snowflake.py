@@ -312,7 +312,8 @@ class SnowflakeGenerator(IdGenerator[int]):
         def action(node: Node) -> list[int]:
             claim = self.claim_for(node)
             slots = self.slots_per_ms(node)
-            reply = node.script("snowflake")(
+            reply = node.run(
+                "snowflake",
                 keys=[self.state_key, self.claim_key],
                 args=[
                     n,
