@@ -10,6 +10,7 @@
 from sa_redis_ids.errors import (
     ClockMovedBackwards,
     ConfigError,
+    DayMissing,
     DayPurged,
     LockNotAcquired,
     RedisUnavailable,
@@ -46,6 +47,7 @@ __all__ = [
     "DatePrefixedGenerator",
     "DatePrefixedParts",
     "DatedBlock",
+    "DayMissing",
     "DayPurged",
     "IdGenerator",
     "LockNotAcquired",

@@ -74,6 +74,13 @@ class DayPurged(SaRedisIdsError):
     """The day asked for is at or before the purge marker: maintenance removed it for good."""
 
 
+class DayMissing(SaRedisIdsError):
+    """A day's counter vanished without a purge (expired or evicted) and no floor is configured.
+
+    Continuing from zero would repeat the day's values; a ``floor=`` lets the generator reseed it.
+    """
+
+
 class LockNotAcquired(NodeErrors):
     """A Redlock could not be acquired (or extended) on a majority of nodes in time.
 

@@ -21,7 +21,7 @@ from sa_redis_ids.strategies.base import IdGenerator
 from sa_redis_ids.strategies.buffered import Buffering
 from sa_redis_ids.strategies.daily_code import DailyCodeGenerator
 from sa_redis_ids.strategies.date_prefixed import DatePrefixedGenerator
-from sa_redis_ids.strategies.dated import DAY_INIT_LOCK_TTL, Floor, same_floor
+from sa_redis_ids.strategies.dated import DAY_INIT_LOCK_TTL, Floor
 from sa_redis_ids.strategies.sequence import SequenceGenerator
 from sa_redis_ids.strategies.short_id import ShortIdGenerator
 from sa_redis_ids.strategies.snowflake import (
@@ -135,6 +135,15 @@ class RedisIds:
                 f"{made.config} {made.local_config}",
                 namespace=namespace,
             )
+        for option in ("floor", "headroom_option"):
+            had, asked = getattr(existing, option), getattr(made, option)
+            if not (had is asked or (asked is not None and had == asked)):
+                name = option.removesuffix("_option")
+                raise ConfigError(
+                    f"a {strategy} generator for this namespace already exists with "
+                    f"{name}={had!r}; it cannot also have {name}={asked!r}",
+                    namespace=namespace,
+                )
         return existing  # type: ignore[return-value]
 
     def sequence(
@@ -144,18 +153,31 @@ class RedisIds:
         start: int = 1,
         js_safe: bool = False,
         block: int | Buffering | None = None,
+        floor: Callable[[], int] | None = None,
+        headroom: int | None = None,
     ) -> SequenceGenerator:
         """Increasing integers from ``start``; with N nodes each node issues its residue class.
 
         ``block=1000`` (or a :class:`Buffering`) takes blocks with one ``INCRBY`` and hands IDs out
         from memory with background prefetch; buffered values not used when the process exits are
-        gaps (never duplicates).
+        gaps (never duplicates). ``floor()`` returns the highest value already used (e.g.
+        :func:`~sa_redis_ids.floor_from_column`): read once per process and node, and whenever a
+        node's counter is missing or behind, so a Redis that forgot continues above the table.
+        ``headroom``: how far above what is known a healed counter resumes (the default covers
+        other processes' buffered blocks; see the guarantees in the docs).
         """
         return self._make(
             "sequence",
             namespace,
             lambda: SequenceGenerator(
-                self.nodes, self.prefix, namespace, start=start, js_safe=js_safe, block=block
+                self.nodes,
+                self.prefix,
+                namespace,
+                start=start,
+                js_safe=js_safe,
+                block=block,
+                floor=floor,
+                headroom=headroom,
             ),
         )
 
@@ -209,6 +231,7 @@ class RedisIds:
         js_safe: bool = False,
         floor: Floor | None = None,
         block: int | Buffering | None = None,
+        headroom: int | None = None,
     ) -> DatePrefixedGenerator:
         """Integers ``<date prefix><day counter>`` of ``length`` digits, the day by Redis time in
         ``tz``; ``floor(day)`` seeds a missing day's counter above what is already used (under a
@@ -229,9 +252,9 @@ class RedisIds:
                 floor=floor,
                 locker=self._day_lock,
                 block=block,
+                headroom=headroom,
             ),
         )
-        same_floor(made, floor)
         return made
 
     def daily_code(
@@ -243,6 +266,7 @@ class RedisIds:
         tz: str = "Asia/Shanghai",
         grace_days: int = 2,
         floor: Floor | None = None,
+        headroom: int | None = None,
     ) -> DailyCodeGenerator:
         """Codes ``prefix + YYYYMMDD + digits-digit counter`` restarting at 1 every day (Redis time
         in ``tz``); each day's key expires ``grace_days`` after the day. ``floor`` as for
@@ -260,9 +284,9 @@ class RedisIds:
                 grace_days=grace_days,
                 floor=floor,
                 locker=self._day_lock,
+                headroom=headroom,
             ),
         )
-        same_floor(made, floor)
         return made
 
     def _day_lock(self, name: str) -> Redlock:

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sa_redis_ids import ConfigError, DayPurged, RedisIds, SequenceExhausted
+from sa_redis_ids import ConfigError, DayMissing, DayPurged, RedisIds, SequenceExhausted
 from sa_redis_ids.strategies.daily_code import DailyCodeGenerator
 from tests.conftest import Backend
 from tests.support.days import day_end_ms, seen_today, shift_to, shift_to_local, utc
@@ -50,18 +50,37 @@ def test_the_days_key_expires_after_its_day_plus_the_grace(backend: Backend) -> 
     assert backend.client.pexpiretime(key) == expected
 
 
-def test_a_day_whose_key_expired_is_never_created_again(backend: Backend) -> None:
-    codes = backend.ids().daily_code("orders")
+def test_a_day_whose_key_vanished_is_reported_missing_and_never_restarts_at_1(
+    backend: Backend,
+) -> None:
+    codes = backend.ids().daily_code("orders", headroom=10)
     day = date(2031, 1, 15)
     shift_to_local(codes, day, time(10))
     assert codes.next_id() == "IS203101150001"
-    backend.client.delete(codes.keys.key("dc", "20310115"))  # what its expiry does
-    with pytest.raises(DayPurged):
-        codes.next_id()
-    with pytest.raises(DayPurged):
-        codes.ensure_at_least("IS203101150005")
+    backend.client.delete(codes.keys.key("dc", "20310115"))  # what an expiry or eviction does
+    newcomer = backend.ids().daily_code("orders", headroom=10)  # a process that saw nothing
+    shift_to_local(newcomer, day, time(10))
+    with pytest.raises(DayMissing, match="vanished"):
+        newcomer.next_id()
+    assert backend.client.get(codes.keys.key("dc", "20310115")) is None, "nothing taken"
+    # The process that issued code 1 heals the day above it, headroom included.
+    assert codes.next_id() == "IS203101150012"
+    assert codes.rewinds == 1
+    assert newcomer.next_id() == "IS203101150013"
     shift_to_local(codes, day + timedelta(days=1), time(10))
     assert codes.next_id() == "IS203101160001"
+
+
+def test_a_vanished_day_can_be_raised_from_a_known_value(backend: Backend) -> None:
+    codes = backend.ids().daily_code("orders")
+    day = date(2031, 1, 15)
+    shift_to_local(codes, day, time(10))
+    codes.next_ids(3)
+    backend.client.delete(codes.keys.key("dc", "20310115"))
+    newcomer = backend.ids().daily_code("orders")
+    shift_to_local(newcomer, day, time(10))
+    newcomer.ensure_at_least("IS203101150005")
+    assert newcomer.next_id() == "IS203101150006"
 
 
 def test_exhausted_counter_raises_and_never_grows_a_digit(ids: RedisIds) -> None:

@@ -70,7 +70,7 @@ def test_a_missing_day_is_seeded_above_the_floor_once_then_no_lock(
     ids = backend.ids()
     locks = count_locks(ids, monkeypatch)
     floor = Counted(41)
-    invoices = ids.date_prefixed("invoices", length=12, floor=floor)
+    invoices = ids.date_prefixed("invoices", length=12, floor=floor, headroom=0)
     shift_to_local(invoices, DAY, NOON)
     assert invoices.next_id() == 20310203_0042
     assert invoices.next_ids(3) == [20310203_0043, 20310203_0044, 20310203_0045]
@@ -85,7 +85,7 @@ def test_daily_codes_are_seeded_above_the_floor(
     ids = backend.ids()
     locks = count_locks(ids, monkeypatch)
     floor = Counted(120)
-    codes = ids.daily_code("orders", floor=floor)
+    codes = ids.daily_code("orders", floor=floor, headroom=0)
     shift_to_local(codes, DAY, NOON)
     assert [codes.next_id(), *codes.next_ids(2)] == [
         "IS203102030121",
@@ -99,21 +99,36 @@ def test_daily_codes_are_seeded_above_the_floor(
     assert locks == ["orders.dc.20310203", "orders.dc.20310204"]
 
 
-def test_an_existing_counter_is_left_alone_and_the_floor_not_read(backend: Backend) -> None:
+def test_an_existing_counter_above_the_floor_is_left_alone_and_the_floor_read_once(
+    backend: Backend,
+) -> None:
     plain = backend.ids().daily_code("orders")
     shift_to_local(plain, DAY, NOON)
     plain.next_ids(5)
-    floor = Counted(900)
+    floor = Counted(3)
     seeded = backend.ids().daily_code("orders", floor=floor)
     shift_to_local(seeded, DAY, NOON)
-    assert seeded.next_id() == "IS203102030006"
-    assert floor.days == []
+    assert [seeded.next_id(), seeded.next_id()] == ["IS203102030006", "IS203102030007"]
+    assert floor.days == [DAY], "read once per process and node, at first use"
+    assert seeded.rewinds == 0
+
+
+def test_an_existing_counter_below_the_floor_is_raised_at_first_use(backend: Backend) -> None:
+    plain = backend.ids().daily_code("orders")
+    shift_to_local(plain, DAY, NOON)
+    plain.next_ids(5)  # then the node is rewound while no process with a floor runs
+    floor = Counted(900)
+    seeded = backend.ids().daily_code("orders", floor=floor, headroom=50)
+    shift_to_local(seeded, DAY, NOON)
+    assert seeded.next_id() == "IS203102030951"
+    assert seeded.rewinds == 1
+    assert floor.days == [DAY]
 
 
 def test_the_floor_is_read_under_the_lock(backend: Backend) -> None:
     ids = backend.ids()
     floor = Counted(10)
-    codes = ids.daily_code("orders", floor=floor)
+    codes = ids.daily_code("orders", floor=floor, headroom=0)
     shift_to_local(codes, DAY, NOON)
     result: list[str] = []
     worker = threading.Thread(target=lambda: result.append(codes.next_id()))
@@ -129,7 +144,7 @@ def test_the_floor_is_read_under_the_lock(backend: Backend) -> None:
 
 def test_seed_004_hundred_threads_with_a_floor_on_a_fresh_day(backend: Backend) -> None:
     floor = Counted(41, delay=0.05)
-    codes = backend.ids().daily_code("IS", floor=floor)
+    codes = backend.ids().daily_code("IS", floor=floor, headroom=0)
     shift_to_local(codes, DAY, time(0, 0, 5))
     results, errors = released_together(codes.next_id, 100)
     assert errors == []
@@ -140,7 +155,7 @@ def test_seed_004_hundred_threads_with_a_floor_on_a_fresh_day(backend: Backend) 
 def test_processes_racing_on_a_fresh_day_seed_once_and_never_share_a_code(
     real_backend: Backend,
 ) -> None:
-    spec = real_backend.spec("daily_code", "orders", digits=6, tz="UTC", floor=floor_41)
+    spec = real_backend.spec("daily_code", "orders", digits=6, tz="UTC", floor=floor_41, headroom=0)
     values = draw_in_processes(spec, processes=2, threads=5, per_thread=40)
     assert duplicates(values) == {}
     check = real_backend.ids().daily_code("orders", digits=6, tz="UTC")
@@ -159,7 +174,7 @@ def test_a_floor_returning_a_bad_value_is_a_config_error_and_takes_nothing(
     ids: RedisIds,
 ) -> None:
     floor = Counted(-3)
-    invoices = ids.date_prefixed("invoices", length=12, floor=floor)
+    invoices = ids.date_prefixed("invoices", length=12, floor=floor, headroom=0)
     shift_to_local(invoices, DAY, NOON)
     with pytest.raises(ConfigError, match=r"floor\(2031-02-03\) returned -3"):
         invoices.next_id()
@@ -177,7 +192,7 @@ def test_a_failing_floor_fails_the_call_and_the_next_call_retries(ids: RedisIds)
             raise answer
         return int(answer)
 
-    invoices = ids.date_prefixed("invoices", length=12, floor=floor)
+    invoices = ids.date_prefixed("invoices", length=12, floor=floor, headroom=0)
     shift_to_local(invoices, DAY, NOON)
     with pytest.raises(RuntimeError, match="database down"):
         invoices.next_id()
@@ -186,7 +201,7 @@ def test_a_failing_floor_fails_the_call_and_the_next_call_retries(ids: RedisIds)
 
 def test_precreate_seeds_from_the_floor(ids: RedisIds) -> None:
     floor = Counted(300)
-    invoices = ids.date_prefixed("invoices", length=12, floor=floor)
+    invoices = ids.date_prefixed("invoices", length=12, floor=floor, headroom=0)
     assert invoices.precreate(DAY) is True
     assert invoices.precreate(DAY) is False
     assert floor.days == [DAY]
@@ -196,7 +211,7 @@ def test_precreate_seeds_from_the_floor(ids: RedisIds) -> None:
 
 def test_a_purged_day_is_refused_before_any_floor_is_read(ids: RedisIds) -> None:
     floor = Counted(3)
-    invoices = ids.date_prefixed("invoices", floor=floor)
+    invoices = ids.date_prefixed("invoices", floor=floor, headroom=0)
     invoices.purge_before(DAY + timedelta(days=1))
     shift_to_local(invoices, DAY, NOON)
     with pytest.raises(DayPurged):
@@ -207,18 +222,18 @@ def test_a_purged_day_is_refused_before_any_floor_is_read(ids: RedisIds) -> None
 
 
 def test_a_floor_needs_the_lock_of_a_redis_ids(ids: RedisIds) -> None:
-    bare = DatePrefixedGenerator(ids.nodes, ids.prefix, "bare", floor=floor_41)
+    bare = DatePrefixedGenerator(ids.nodes, ids.prefix, "bare", floor=floor_41, headroom=0)
     with pytest.raises(ConfigError, match="needs a lock"):
         bare.next_id()
 
 
 def test_asking_again_with_another_floor_is_refused(ids: RedisIds) -> None:
-    first = ids.daily_code("orders", floor=floor_41)
-    assert ids.daily_code("orders", floor=floor_41) is first
+    first = ids.daily_code("orders", floor=floor_41, headroom=0)
+    assert ids.daily_code("orders", floor=floor_41, headroom=0) is first
     with pytest.raises(ConfigError, match="floor"):
         ids.daily_code("orders")
     with pytest.raises(ConfigError, match="floor"):
-        ids.daily_code("orders", floor=Counted(1))
+        ids.daily_code("orders", floor=Counted(1), headroom=0)
 
 
 # -- several nodes -------------------------------------------------------------------------------
@@ -227,7 +242,7 @@ def test_asking_again_with_another_floor_is_refused(ids: RedisIds) -> None:
 def test_each_node_seeds_its_own_residue_above_the_floor(redis_servers: StartServers) -> None:
     servers = redis_servers(3)
     invoices = RedisIds.from_urls([s.url for s in servers]).date_prefixed(
-        "invoices", length=12, floor=Counted(100)
+        "invoices", length=12, floor=Counted(100), headroom=0
     )
     shift_to_local(invoices, DAY, NOON)
     first = [invoices.next_id() for _ in range(3)]
@@ -244,7 +259,9 @@ def test_one_node_losing_its_data_continues_above_what_was_issued(
     def floor(day: date) -> int:  # what a table of the issued codes would answer
         return max((codes.parse(c).counter for c in issued if codes.parse(c).day == day), default=0)
 
-    codes = RedisIds.from_urls([s.url for s in servers]).daily_code("orders", floor=floor)
+    codes = RedisIds.from_urls([s.url for s in servers]).daily_code(
+        "orders", floor=floor, headroom=0
+    )
     shift_to_local(codes, DAY, NOON)
     for _ in range(10):
         issued += [codes.next_id(), *codes.next_ids(2)]

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 from sa_redis_ids.errors import (
     ClockMovedBackwards,
     ConfigError,
+    DayMissing,
     DayPurged,
     LockHeld,
     SaRedisIdsError,
@@ -30,7 +31,8 @@ STATUS_CLAIM_MISMATCH = 2
 STATUS_CLOCK_BACKWARDS = 3
 STATUS_DAY_PURGED = 4
 STATUS_OUT_OF_WINDOW = 5
-STATUS_NEEDS_INIT = 6
+STATUS_NEEDS_FLOOR = 6
+STATUS_DAY_MISSING = 7
 STATUS_LOCK_HELD = 20  # Redlock codes: 20–29
 STATUS_BEFORE_EPOCH = 30  # Snowflake codes: 30–39
 
@@ -43,12 +45,13 @@ class OutOfWindow(SaRedisIdsError):
         super().__init__(f"Redis time {now_ms} ms is outside the day window", **kw)
 
 
-class NeedsInit(SaRedisIdsError):
-    """Internal: the day's counter does not exist yet and the generator seeds it from a floor."""
+class NeedsFloor(SaRedisIdsError):
+    """Internal: the state is missing or below the guard and the generator's floor must be read
+    before anything is issued; ``detail`` is the script's payload as text (e.g. the day label)."""
 
-    def __init__(self, day: str, **kw: Any):
-        self.day = day
-        super().__init__(f"counter of day {day} is not initialised", **kw)
+    def __init__(self, detail: list[str], **kw: Any):
+        self.detail = detail
+        super().__init__(f"the floor must be read first ({', '.join(detail)})", **kw)
 
 
 @cache
@@ -106,8 +109,15 @@ def raise_for_status(
         )
     if status == STATUS_OUT_OF_WINDOW:
         raise OutOfWindow(int(payload[0]), **where)
-    if status == STATUS_NEEDS_INIT:
-        raise NeedsInit(reply_text(payload[0]), **where)
+    if status == STATUS_NEEDS_FLOOR:
+        raise NeedsFloor([reply_text(part) for part in payload], **where)
+    if status == STATUS_DAY_MISSING:
+        raise DayMissing(
+            f"the counter of day {reply_text(payload[0])} vanished without a purge (it expired "
+            "or was evicted) and nothing tells where it stood; give the generator a floor= to "
+            "continue above the database",
+            **where,
+        )
     if status == STATUS_BEFORE_EPOCH:
         raise ConfigError(
             f"Redis time is {int(payload[0])} ms before the snowflake layout's epoch_ms; "

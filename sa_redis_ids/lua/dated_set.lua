@@ -1,5 +1,7 @@
--- dated_set.lua: create a day's counter at a value (mode "init": only if it does not exist), or
--- raise it to at least a value (mode "raise": never lowers it). Refuses a purged day.
+-- dated_set.lua: create a day's counter at a value (mode "init": only if it does not exist; mode
+-- "seed": the same, from a floor), or raise it to at least a value (mode "raise": never lowers
+-- it). Refuses a purged day, and refuses "init" for a day whose key vanished (expired or
+-- evicted): only a floor ("seed") or a known value ("raise") may re-create it.
 -- KEYS[1]  purge marker: label of the last purged day (absent: nothing purged)
 -- KEYS[2]  node claim key of the namespace
 -- KEYS[3]  storage "hash": the namespace's hash; storage "key": the set of day labels
@@ -8,12 +10,13 @@
 -- ARGV[2]  the day's label "YYYYMMDD"
 -- ARGV[3]  storage: "hash" or "key"
 -- ARGV[4]  the counter value (non-negative decimal string, no leading zeros)
--- ARGV[5]  mode: "init" or "raise"
+-- ARGV[5]  mode: "init", "seed" or "raise"
 -- ARGV[6]  storage "key": UTC ms at which a newly created key expires
 -- Returns  {0, counter before ("" when absent), counter after}
 --          {2, recorded claim}       node claim mismatch: nothing changed
---          {4, label, marker}        the day is at or before the purge marker, or its key
---                                    expired (storage "key"): nothing changed
+--          {4, label, marker}        the day is at or before the purge marker: nothing changed
+--          {7, label}                the day's key vanished (expired or evicted; storage "key")
+--                                    and the mode is "init": nothing changed
 local recorded = claim_node(KEYS[2], ARGV[1])
 if recorded then
   return {2, recorded}
@@ -30,10 +33,10 @@ if hash then
 else
   before = redis.call('GET', KEYS[4])
 end
-if not hash and not before and redis.call('SISMEMBER', KEYS[3], label) == 1 then
-  return {4, label, label}  -- the day's key expired after its day: never re-create it
+if not hash and not before and ARGV[5] == 'init' and redis.call('SISMEMBER', KEYS[3], label) == 1 then
+  return {7, label}
 end
-if before and (ARGV[5] == 'init' or not dec_gt(ARGV[4], before)) then
+if before and (ARGV[5] ~= 'raise' or not dec_gt(ARGV[4], before)) then
   return {0, before, before}
 end
 if hash then

@@ -1,6 +1,7 @@
 -- dated_take.lua: take the next n counter values of the current local day (DatePrefixed, DailyCode).
--- The day is the one of the window (ARGV[8...]) that holds the Redis time. Its counter is created
--- atomically here on first use, unless ARGV[5] says it must first be seeded from a floor.
+-- The day is the one of the window (ARGV[11...]) that holds the Redis time. Its counter is created
+-- atomically here on first use, unless ARGV[5] says it must first be seeded from a floor. A counter
+-- below the guard (what this process already received that day, or the floor) is healed first.
 -- KEYS[1]  purge marker: label of the last purged day (absent: nothing purged)
 -- KEYS[2]  node claim key of the namespace
 -- KEYS[3]  storage "hash": the namespace's hash, one field per day label;
@@ -10,23 +11,32 @@
 -- ARGV[2]  this node's claim, "index/count|config"
 -- ARGV[3]  highest counter value allowed on this node (decimal string)
 -- ARGV[4]  test offset in ms added to Redis TIME ("0" in production)
--- ARGV[5]  "1": a missing counter is not created but reported (seeded from a floor); "0": create it
+-- ARGV[5]  the floor: "none" (no floor), "ask" (a missing counter, or one below the guard, is
+--          reported, not healed), "first" (report the day even when its counter is sound: the
+--          process has not read the floor yet) or "given" (the guard includes the floor)
 -- ARGV[6]  storage: "hash" or "key"
 -- ARGV[7]  storage "key": ms after the day's end at which its key expires
--- ARGV[8…] the day window: m, m+1 boundaries (UTC ms), m labels (see pick_day in common.lua)
--- Returns  {0, label, counter after taking n (decimal string), Redis now ms, day end ms}
+-- ARGV[8]  label of the day the guard is for (the guard applies to that day only)
+-- ARGV[9]  guard: that day's counter must already be at least this ("0": none)
+-- ARGV[10] heal: the counter a missing or guarded counter of that day is set to
+-- ARGV[11…] the day window: m, m+1 boundaries (UTC ms), m labels (see pick_day in common.lua)
+-- Returns  {0, label, counter after taking n (decimal string), Redis now ms, day end ms, healed}:
+--          healed is "" when the counter was sound, else the counter it was healed from ("-":
+--          it was missing)
 --          {1, counter now}          exhausted: nothing taken
 --          {2, recorded claim}       node claim mismatch: nothing taken
 --          {4, label, marker}        the day is at or before the purge marker, or its key
 --                                    expired (storage "key"): nothing taken
 --          {5, Redis now ms}         the Redis time is outside the window: nothing taken
---          {6, label}                the day has no counter and must be seeded first
+--          {6, label, counter or ""} the floor of the day must be read first: nothing taken
+--          {7, label}                the day's key vanished without a purge (expired or
+--                                    evicted) and there is neither guard nor floor: nothing taken
 local recorded = claim_node(KEYS[2], ARGV[2])
 if recorded then
   return {2, recorded}
 end
 local now = redis_now_ms(ARGV[4])
-local label, d = pick_day(now, 8)
+local label, d = pick_day(now, 11)
 if not label then
   return {5, now}
 end
@@ -34,14 +44,55 @@ local marker = redis.call('GET', KEYS[1])
 if marker and label <= marker then
   return {4, label, marker}
 end
-local day_end = ARGV[10 + d]
+local day_end = ARGV[13 + d]
 local n = ARGV[1]
-local after
-if ARGV[6] == 'hash' then
-  local exists = redis.call('HEXISTS', KEYS[3], label) == 1
-  if not exists and ARGV[5] == '1' then
-    return {6, label}
+local floor = ARGV[5]
+local hash = ARGV[6] == 'hash'
+local key = KEYS[4 + d]
+local guard, heal = '0', '0'
+if label == ARGV[8] then
+  guard, heal = ARGV[9], ARGV[10]
+end
+
+local current
+if hash then
+  current = redis.call('HGET', KEYS[3], label)
+else
+  current = redis.call('GET', key)
+end
+if floor == 'first' then
+  return {6, label, current or ''}
+end
+-- a "key" day that has no key but is in the index had one: it expired or was evicted
+local vanished = not hash and not current and redis.call('SISMEMBER', KEYS[3], label) == 1
+local low = (current and dec_gt(guard, current)) or (not current and guard ~= '0')
+local healed = ''
+if low or (not current and (floor == 'ask' or vanished)) then
+  if floor == 'ask' then
+    return {6, label, current or ''}
   end
+  if not low then
+    return {7, label}
+  end
+  healed = current or '-'
+  current = heal
+  if hash then
+    redis.call('HSET', KEYS[3], label, heal)
+  elseif healed == '-' then
+    redis.call('SET', key, heal)
+    redis.call('PEXPIREAT', key, string.format('%.0f', tonumber(day_end) + tonumber(ARGV[7])))
+    redis.call('SADD', KEYS[3], label)
+  else
+    redis.call('SET', key, heal, 'KEEPTTL')
+  end
+elseif not current and not hash then
+  redis.call('SET', key, '0')
+  redis.call('PEXPIREAT', key, string.format('%.0f', tonumber(day_end) + tonumber(ARGV[7])))
+  redis.call('SADD', KEYS[3], label)
+end
+
+local after
+if hash then
   redis.call('HINCRBY', KEYS[3], label, n)
   after = redis.call('HGET', KEYS[3], label)
   if dec_gt(after, ARGV[3]) then
@@ -49,20 +100,6 @@ if ARGV[6] == 'hash' then
     return {1, redis.call('HGET', KEYS[3], label)}
   end
 else
-  local key = KEYS[4 + d]
-  local exists = redis.call('EXISTS', key) == 1
-  if not exists then
-    if redis.call('SISMEMBER', KEYS[3], label) == 1 then
-      -- the day had a key that expired after its day and grace period: never re-create it
-      return {4, label, label}
-    end
-    if ARGV[5] == '1' then
-      return {6, label}
-    end
-    redis.call('SET', key, '0')
-    redis.call('PEXPIREAT', key, string.format('%.0f', tonumber(day_end) + tonumber(ARGV[7])))
-    redis.call('SADD', KEYS[3], label)
-  end
   redis.call('INCRBY', key, n)
   after = redis.call('GET', key)
   if dec_gt(after, ARGV[3]) then
@@ -70,4 +107,4 @@ else
     return {1, redis.call('GET', key)}
   end
 end
-return {0, label, after, now, day_end}
+return {0, label, after, now, day_end, healed}

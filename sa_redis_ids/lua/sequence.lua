@@ -1,15 +1,33 @@
--- sequence.lua: take the next n values of a node's counter.
+-- sequence.lua: take the next n values of a node's counter, first healing a counter that is
+-- missing or below what was already issued.
 -- KEYS[1]  counter key (string holding an integer)
 -- KEYS[2]  node claim key of the namespace
 -- ARGV[1]  n, how many values to take (>= 1)
 -- ARGV[2]  this node's claim, "index/count|config"
 -- ARGV[3]  highest counter value allowed (decimal string)
--- Returns  {0, counter after taking n (decimal string)}
+-- ARGV[4]  guard: the counter must already be at least this ("0": no guard); the highest counter
+--          this process received from the node, or the database's floor
+-- ARGV[5]  heal: the counter a missing or guarded counter is set to (guard + headroom)
+-- ARGV[6]  "1": the generator has a floor not included in this call: a missing counter, or one
+--          below the guard, is reported (status 6) instead of healed
+-- Returns  {0, counter after taking n (decimal string), healed}: healed is "" when the counter
+--          was sound, else the counter it was healed from ("-" when it was missing)
 --          {1, counter now (string)}  exhausted: nothing taken
 --          {2, recorded claim}        node claim mismatch: nothing taken
+--          {6, counter or ""}         the floor must be read first: nothing taken
 local recorded = claim_node(KEYS[2], ARGV[2])
 if recorded then
   return {2, recorded}
+end
+local guard, ask = ARGV[4], ARGV[6] == '1'
+local current = redis.call('GET', KEYS[1])
+local healed = ''
+if (not current and (ask or guard ~= '0')) or (current and dec_gt(guard, current)) then
+  if ask then
+    return {6, current or ''}
+  end
+  redis.call('SET', KEYS[1], ARGV[5])
+  healed = current or '-'
 end
 redis.call('INCRBY', KEYS[1], ARGV[1])
 local after = redis.call('GET', KEYS[1])
@@ -17,4 +35,4 @@ if dec_gt(after, ARGV[3]) then
   redis.call('DECRBY', KEYS[1], ARGV[1])
   return {1, redis.call('GET', KEYS[1])}
 end
-return {0, after}
+return {0, after, healed}

@@ -1,18 +1,20 @@
-"""``floor_from_column(engine_or_sessionmaker, column)``: a day's floor read from the table itself.
+"""``floor_from_column(engine_or_sessionmaker, column)``: a generator's floor read from the table.
 
-Given as ``floor=`` to :meth:`~sa_redis_ids.RedisIds.date_prefixed` or
-:meth:`~sa_redis_ids.RedisIds.daily_code`, it is bound to that generator, and when a day's counter
-is missing in Redis (the first call of the day, or after Redis lost its data) it returns the highest
-counter the table already holds for that day:
+Given as ``floor=`` to any factory of :class:`~sa_redis_ids.RedisIds`, it is bound to that
+generator. The generator reads it once per process and Redis node at first use, and again when a
+node's state is missing or behind what this process already received (Redis lost its data, a key
+was evicted, a failover went to a replica that was behind). What it reads depends on the strategy:
 
+* Sequence, Snowflake: ``MAX(column)`` among the generator's possible values;
 * DatePrefixed: ``MAX(column)`` among the values of the day's range
-  ``prefix·10^k … prefix·10^k + 10^k − 1``;
+  ``prefix·10^k … prefix·10^k + 10^k − 1``, then the counter of that value;
 * DailyCode: ``MAX(column)`` among the codes ``prefix + YYYYMMDD + digits`` of that day (a range
-  plus a length check, both index friendly), then the counter of that code.
+  plus a length check, both index friendly), then the counter of that code;
+* ShortId: every value of the column inside the pool (streamed), which the generator marks taken.
 
-The generator then seeds its counter above it under a Redlock, so no ID the table holds is issued
-again. Rows still uncommitted when Redis lost its data are invisible to the query; that window is
-the one thing the floor cannot cover.
+The generator then continues above it (plus its ``headroom``), so no ID the table holds is issued
+again. Rows still uncommitted when Redis lost its data are invisible to the query; the headroom is
+what covers them.
 
 The column may be given lazily, as a zero-argument callable, when the model's own column default
 uses the generator (the model does not exist yet when the generator is made)::
@@ -22,29 +24,36 @@ uses the generator (the model does not exist yet when the generator is made)::
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import date
 from typing import Any
 
 from sqlalchemy import func, select
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.orm import sessionmaker
 from sqlalchemy.sql.elements import ColumnElement
 
+from sa_redis_ids.strategies.base import GeneratorFloor, IdGenerator
 from sa_redis_ids.strategies.dated import DatedGenerator
+from sa_redis_ids.strategies.short_id import ShortIdGenerator
 
 ColumnRef = Any
 """A column (``Model.attr``, ``table.c.name``) or a zero-argument callable returning one."""
 
 
-class ColumnFloor:
-    """A floor that reads the highest counter of a day from a column; see the module docstring."""
+STREAM_ROWS = 10_000
+"""Rows fetched per round trip when a ShortId floor streams a column's values."""
+
+
+class ColumnFloor(GeneratorFloor):
+    """A floor that reads what a column already holds; see the module docstring."""
 
     def __init__(
         self,
         source: Engine | sessionmaker[Any],
         column: ColumnRef,
-        generator: DatedGenerator[Any] | None = None,
+        generator: IdGenerator[Any] | None = None,
     ):
         if not isinstance(source, (Engine, sessionmaker)):
             raise TypeError(
@@ -56,10 +65,10 @@ class ColumnFloor:
         self._column = column
         self.generator = generator
 
-    def bind(self, generator: DatedGenerator[Any]) -> ColumnFloor:
+    def bind(self, generator: IdGenerator[Any]) -> ColumnFloor:
         """This floor for ``generator`` (a generator calls it when given ``floor=``)."""
-        if not isinstance(generator, DatedGenerator):
-            raise TypeError(f"a column floor needs a date-keyed generator, not {generator!r}")
+        if not isinstance(generator, IdGenerator):
+            raise TypeError(f"a column floor needs an ID generator, not {generator!r}")
         return ColumnFloor(self.source, self._column, generator)
 
     @property
@@ -70,14 +79,36 @@ class ColumnFloor:
             raise TypeError(f"the column reference returned {column!r}, not a column")
         return column
 
-    def __call__(self, day: date) -> int:
-        """The highest counter ``column`` holds for ``day`` (0 when none)."""
+    def __call__(self, *day: date) -> Any:
+        """What ``column`` holds, as the bound generator's floor (see the module docstring)."""
         generator = self.generator
         if generator is None:
             raise TypeError(
-                "this floor is not bound to a generator: pass it as floor= to "
-                "ids.date_prefixed/ids.daily_code, or call bind(generator)"
+                "this floor is not bound to a generator: pass it as floor= to a factory of "
+                "RedisIds, or call bind(generator)"
             )
+        if isinstance(generator, DatedGenerator):
+            if len(day) != 1:
+                raise TypeError("a date-keyed generator's floor takes the day")
+            return self._day_floor(generator, day[0])
+        if isinstance(generator, ShortIdGenerator):
+            return self._values(generator.offset, generator.max_value)
+        found = self._scalar(
+            select(func.max(self.column)).where(self.column.between(0, generator.max_value))
+        )
+        return 0 if found is None else int(found)
+
+    def _values(self, low: int, high: int) -> Iterator[int]:
+        """Every value of the column from ``low`` to ``high``, streamed."""
+        column = self.column
+        statement = select(column).where(column.between(low, high))
+        with self._connection() as connection:
+            result = connection.execution_options(yield_per=STREAM_ROWS).execute(statement)
+            for (value,) in result:
+                yield int(value)
+
+    def _day_floor(self, generator: DatedGenerator[Any], day: date) -> int:
+        """The highest counter ``column`` holds for ``day`` (0 when none)."""
         column = self.column
         low, high = generator.day_bounds(day)
         statement = select(func.max(column)).where(column.between(low, high))
@@ -97,11 +128,18 @@ class ColumnFloor:
         return counter
 
     def _scalar(self, statement: Any) -> Any:
+        with self._connection() as connection:
+            return connection.scalar(statement)
+
+    @contextmanager
+    def _connection(self) -> Iterator[Connection]:
+        """A connection of the engine, or of a session of the sessionmaker."""
         if isinstance(self.source, Engine):
             with self.source.connect() as connection:
-                return connection.scalar(statement)
+                yield connection
+            return
         with self.source() as session:
-            return session.scalar(statement)
+            yield session.connection()
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, ColumnFloor):
@@ -127,7 +165,7 @@ def floor_from_column(
     engine_or_sessionmaker: Engine | sessionmaker[Any],
     column: ColumnRef | Callable[[], Any],
 ) -> ColumnFloor:
-    """A ``floor=`` for a date-keyed generator that reads a day's highest counter from ``column``.
+    """A ``floor=`` for any generator that reads what ``column`` already holds (see the module).
 
     ``column`` is the column the generator fills (``Order.code``, ``invoices.c.id``), or a
     zero-argument callable returning it when the model is defined after the generator.

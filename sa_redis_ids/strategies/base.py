@@ -9,10 +9,17 @@ layer can check it against a column before the first insert.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 from sa_redis_ids.errors import ConfigError
 from sa_redis_ids.keys import KeySpace
+from sa_redis_ids.strategies.highwater import (
+    HighWater,
+    check_floor,
+    check_headroom,
+    default_headroom,
+)
 
 if TYPE_CHECKING:
     from sa_redis_ids.backend.nodes import Node, NodeSet
@@ -43,6 +50,17 @@ def check_int_option(name: str, value: object, *, low: int, high: int) -> int:
     return value
 
 
+class GeneratorFloor(ABC):
+    """A floor that must know the generator it serves (e.g. a column floor reading its range).
+
+    A generator given such a ``floor=`` calls :meth:`bind` once and uses the callable it returns.
+    """
+
+    @abstractmethod
+    def bind(self, generator: IdGenerator[Any]) -> Callable[..., Any]:
+        """This floor for ``generator``."""
+
+
 class IdGenerator(ABC, Generic[V]):
     """Base of all strategies. ``next_id()`` is ``next_ids(1)[0]``: one round trip either way."""
 
@@ -54,10 +72,38 @@ class IdGenerator(ABC, Generic[V]):
     """The most values one ``next_ids`` call may take (strategies whose script loops per value
     set less; the ORM splits bigger reservations into calls of this size)."""
 
-    def __init__(self, nodes: NodeSet, prefix: str, namespace: str):
+    def __init__(
+        self,
+        nodes: NodeSet,
+        prefix: str,
+        namespace: str,
+        *,
+        floor: Callable[..., Any] | None = None,
+        headroom: int | None = None,
+    ):
         self.keys = KeySpace(prefix, namespace)
         self.namespace = self.keys.namespace
         self._nodes = nodes
+        self.floor = check_floor(floor)
+        """The floor as given (compared when the factory is asked again); None: no floor."""
+        self._floor: Callable[..., Any] | None = (
+            floor.bind(self) if isinstance(floor, GeneratorFloor) else floor
+        )
+        self.headroom_option = check_headroom(headroom)
+        """``headroom=`` as given (None: the default, see :attr:`headroom`)."""
+        self.headroom = 0
+        """Counter steps a heal leaves above the guard (see :mod:`~sa_redis_ids.strategies.highwater`)."""
+        self.high: HighWater[Any] = HighWater(len(nodes), self.namespace)
+
+    def _set_headroom(self, capacity: int, max_block: int | None = None) -> None:
+        """Fix :attr:`headroom` once the per-node ``capacity`` and the largest block are known."""
+        chosen = self.headroom_option
+        self.headroom = default_headroom(capacity, max_block) if chosen is None else chosen
+
+    @property
+    def rewinds(self) -> int:
+        """How often this process found a node's state below what it had issued, and healed it."""
+        return self.high.rewinds
 
     @property
     @abstractmethod

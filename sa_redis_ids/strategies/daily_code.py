@@ -74,6 +74,7 @@ class DailyCodeGenerator(DatedGenerator[str]):
         grace_days: int = 2,
         floor: Floor | None = None,
         locker: Locker | None = None,
+        headroom: int | None = None,
     ):
         self.prefix = check_code_prefix(code_prefix)
         self.digits = check_int_option("digits", digits, low=1, high=MAX_DIGITS)
@@ -88,7 +89,9 @@ class DailyCodeGenerator(DatedGenerator[str]):
             floor=floor,
             locker=locker,
             grace_ms=self.grace_days * DAY_MS,
+            headroom=headroom,
         )
+        self._set_headroom(self.counter_max // len(nodes))
 
     @property
     def max_value(self) -> int:

@@ -130,6 +130,7 @@ class DatePrefixedGenerator(BufferedGenerator[int], DatedGenerator[int]):
         floor: Floor | None = None,
         locker: Locker | None = None,
         block: int | Buffering | None = None,
+        headroom: int | None = None,
     ):
         if fmt not in FORMATS:
             raise ConfigError(f"fmt={fmt!r} is not a date format; use one of {', '.join(FORMATS)}")
@@ -162,10 +163,15 @@ class DatePrefixedGenerator(BufferedGenerator[int], DatedGenerator[int]):
             counter_max=self._scale - 1,
             floor=floor,
             locker=locker,
+            headroom=headroom,
         )
         self._max_value = self.compose(found, self._scale - 1)
         fetch, clock = day_source(self)
         self._use_buffer(block, fetch, capacity=self.capacity_per_day, clock=clock, expiring=True)
+        self._set_headroom(
+            self.capacity_per_day // len(nodes),
+            None if self.buffer is None else self.buffer.options.max_block,
+        )
 
     def _bound_message(self, limit: int) -> str:
         reach = int(prefix_text(self.fmt, HORIZON)) * self._scale + self._scale - 1

@@ -26,10 +26,11 @@ from dataclasses import dataclass
 from datetime import date, timedelta
 from typing import TYPE_CHECKING, Any, Generic
 
-from sa_redis_ids.backend.scripts import NeedsInit, OutOfWindow, check_reply, reply_text
+from sa_redis_ids.backend.scripts import NeedsFloor, OutOfWindow, check_reply, reply_text
 from sa_redis_ids.clock import DayClock, day_label, day_start_ms, label_day
 from sa_redis_ids.errors import ConfigError, DayPurged, ScriptError
 from sa_redis_ids.strategies.base import IdGenerator, V
+from sa_redis_ids.strategies.highwater import checked_floor, heal_args
 
 if TYPE_CHECKING:
     from sa_redis_ids.backend.nodes import Node, NodeSet
@@ -61,17 +62,6 @@ class DatedBlock(Generic[V]):
     day_end_ms: int
 
 
-def same_floor(generator: DatedGenerator[Any], floor: object) -> None:
-    """Refuse to hand out an existing generator whose ``floor`` differs from the one asked for."""
-    if floor is generator.floor or (floor is not None and floor == generator.floor):
-        return
-    raise ConfigError(
-        f"a {generator.strategy} generator for this namespace already exists with "
-        f"floor={generator.floor!r}; it cannot also have floor={floor!r}",
-        namespace=generator.namespace,
-    )
-
-
 class DatedGenerator(IdGenerator[V]):
     """A counter per local day (Redis time, ``tz``), with floors, purging and precreation.
 
@@ -94,17 +84,12 @@ class DatedGenerator(IdGenerator[V]):
         floor: Floor | None = None,
         locker: Locker | None = None,
         grace_ms: int = 0,
+        headroom: int | None = None,
     ):
-        super().__init__(nodes, prefix, namespace)
+        super().__init__(nodes, prefix, namespace, floor=floor, headroom=headroom)
         self.clock = DayClock(tz)
         self.start: int = start
         self.counter_max: int = counter_max
-        if floor is not None and not callable(floor):
-            raise ConfigError(f"floor must be a callable floor(day) -> int, not {floor!r}")
-        self.floor = floor
-        """The floor as given (compared when the factory is asked again)."""
-        bind = getattr(floor, "bind", None)
-        self._floor: Floor | None = bind(self) if callable(bind) else floor
         self._locker = locker
         self._init_lock = threading.Lock()
         self.grace_ms: int = grace_ms
@@ -156,7 +141,14 @@ class DatedGenerator(IdGenerator[V]):
 
     def _take_on(self, node: Node, n: int) -> DatedBlock[V]:
         claim = self.claim_for(node)
-        limit = str(node.counter_through(self.start, self.counter_max))
+        limit: int = node.counter_through(self.start, self.counter_max)
+        high = self.high
+        floor = "first" if self._floor is not None and not high.consulted(node.index) else "ask"
+        if self._floor is None:
+            floor = "none"
+        mark: tuple[str, int] = high.mark(node.index) or ("", 0)
+        guard_label: str = mark[0]
+        guard: int = mark[1]
         days: list[date]
         window: list[str]
         for _ in range(ATTEMPTS):
@@ -170,27 +162,45 @@ class DatedGenerator(IdGenerator[V]):
                 args=[
                     n,
                     claim,
-                    limit,
+                    str(limit),
                     self.clock.offset_ms,
-                    "1" if self._floor is not None else "0",
+                    floor,
                     self.storage,
                     self.grace_ms,
+                    guard_label,
+                    *heal_args(guard, self.headroom, limit, ask=False)[:2],
                     *window,
                 ],
             )
             try:
-                label, after, now_ms, end_ms = check_reply(
+                label, after, now_ms, end_ms, healed = check_reply(
                     reply, namespace=self.namespace, node=node, claim=claim
                 )
             except OutOfWindow as exc:
                 self.clock.recenter(exc.now_ms)
                 continue
-            except NeedsInit as exc:
-                self._seed([node], label_day(exc.day))
+            except NeedsFloor as exc:
+                found, current = exc.detail
+                day = label_day(found)
+                if current:  # the counter exists: read the floor of its day and guard with it
+                    seen = guard if found == guard_label else 0
+                    guard_label, guard = found, max(seen, self._floor_counter(node, day))
+                    floor = "given"
+                else:  # the day has no counter: seed it from the floor under the day's lock
+                    self._seed([node], day)
+                    high.set_consulted(node.index)
+                    floor = "ask"
                 continue
-            day = label_day(reply_text(label))
+            text = reply_text(label)
+            day = label_day(text)
             self._check_day(day)
-            values = self.compose_all(day, node.values(self.start, int(after), n))
+            counter = int(after)
+            if floor == "given":
+                high.set_consulted(node.index)
+            if healed:
+                high.healed(node.name, reply_text(healed), str(counter - n))
+            high.saw(node.index, (text, counter))
+            values = self.compose_all(day, node.values(self.start, counter, n))
             return DatedBlock(day, values, int(now_ms), int(reply_text(end_ms)))
         raise ScriptError(
             f"no value after {ATTEMPTS} attempts: the Redis clock kept leaving the day window "
@@ -198,6 +208,11 @@ class DatedGenerator(IdGenerator[V]):
             namespace=self.namespace,
             node=node.name,
         )
+
+    def _floor_counter(self, node: Node, day: date) -> int:
+        """The counter of ``node`` above which every value of ``day`` is above the floor."""
+        used = self._read_floor(day)
+        return node.counter_through(self.start, used) if used >= self.start else 0
 
     # -- first-of-day seeding ----------------------------------------------------------------
 
@@ -238,12 +253,16 @@ class DatedGenerator(IdGenerator[V]):
                 for node in missing:  # a purged day fails here, before a database query
                     self._refuse_purged(node, day)
                 used = self._read_floor(day)
-                return [
-                    node
-                    for node in missing
-                    if self._set(node, day, node.counter_through(self.start, used), "init")[0]
-                    is None
-                ]
+                return [node for node in missing if self._seed_one(node, day, used)]
+
+    def _seed_one(self, node: Node, day: date, used: int) -> bool:
+        """Create ``node``'s counter of ``day`` above the floor ``used`` (plus the headroom when
+        the day already has values: they may be followed by values not yet in the database)."""
+        counter = node.counter_through(self.start, used) if used >= self.start else 0
+        if counter:
+            limit = node.counter_through(self.start, self.counter_max)
+            counter = min(counter + self.headroom, max(limit, counter))
+        return self._set(node, day, counter, "seed")[0] is None
 
     def _refuse_purged(self, node: Node, day: date) -> None:
         label = day_label(day)
@@ -257,14 +276,12 @@ class DatedGenerator(IdGenerator[V]):
 
     def _read_floor(self, day: date) -> int:
         assert self._floor is not None
-        used = self._floor(day)
-        if isinstance(used, bool) or not isinstance(used, int) or used < 0:
-            raise ConfigError(
-                f"floor({day}) returned {used!r}; it must return the highest counter used "
-                "that day as a non-negative int (0 when none)",
-                namespace=self.namespace,
-            )
-        return used
+        return checked_floor(
+            self._floor(day),
+            call=f"floor({day})",
+            what="the highest counter used that day",
+            namespace=self.namespace,
+        )
 
     def _set(self, node: Node, day: date, counter: int, mode: str) -> tuple[int | None, int]:
         """Run ``dated_set`` on ``node`` (mode "init" or "raise"); ``(before or None, after)``."""

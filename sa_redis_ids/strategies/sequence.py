@@ -12,11 +12,13 @@ multi-node uniqueness is unchanged. Values buffered when the process exits are g
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from sa_redis_ids.backend.scripts import check_reply, reply_text
+from sa_redis_ids.backend.scripts import NeedsFloor, check_reply, reply_text
 from sa_redis_ids.bounds import limit_for
+from sa_redis_ids.errors import ScriptError
 from sa_redis_ids.strategies.base import check_int_option
 from sa_redis_ids.strategies.buffered import (
     RANGE_MAX_BLOCK,
@@ -24,6 +26,7 @@ from sa_redis_ids.strategies.buffered import (
     Buffering,
     Segment,
 )
+from sa_redis_ids.strategies.highwater import checked_floor, heal_args
 
 if TYPE_CHECKING:
     from sa_redis_ids.backend.nodes import Node, NodeSet
@@ -42,7 +45,9 @@ class SequenceGenerator(BufferedGenerator[int]):
     """Increasing integers, unique across every node and process of one namespace.
 
     ``block`` (an int or :class:`~sa_redis_ids.strategies.buffered.Buffering`) turns on segment
-    buffering.
+    buffering. ``floor()`` returns the highest value already used (e.g. ``MAX(id)`` of the table,
+    see :func:`~sa_redis_ids.orm.floor.floor_from_column`); ``headroom`` is how far above what is
+    known a lost counter resumes (see :mod:`~sa_redis_ids.strategies.highwater`).
     """
 
     strategy = "seq"
@@ -57,8 +62,10 @@ class SequenceGenerator(BufferedGenerator[int]):
         start: int = 1,
         js_safe: bool = False,
         block: int | Buffering | None = None,
+        floor: Callable[[], int] | None = None,
+        headroom: int | None = None,
     ):
-        super().__init__(nodes, prefix, namespace)
+        super().__init__(nodes, prefix, namespace, floor=floor, headroom=headroom)
         limit = limit_for(js_safe)
         self.start = check_int_option("start", start, low=0, high=limit)
         self.js_safe = js_safe
@@ -66,6 +73,10 @@ class SequenceGenerator(BufferedGenerator[int]):
         self.counter_key = self.keys.key(self.strategy)
         self._use_buffer(
             block, self._take_block, capacity=limit - self.start + 1, default_max=RANGE_MAX_BLOCK
+        )
+        self._set_headroom(
+            (limit - self.start) // len(nodes) + 1,
+            None if self.buffer is None else self.buffer.options.max_block,
         )
 
     @property
@@ -81,19 +92,55 @@ class SequenceGenerator(BufferedGenerator[int]):
 
     def _take_block(self, n: int) -> Segment[int]:
         """``n`` values from one node in one ``INCRBY`` (a ``range``: nothing materialised)."""
+        values: range = self._call(lambda node: self._take_on(node, n))
+        return Segment(values)
 
-        def action(node: Node) -> range:
-            claim = self.claim_for(node)
+    def _take_on(self, node: Node, n: int) -> range:
+        """``n`` values of ``node``: one round trip, two when the floor must be read first."""
+        claim = self.claim_for(node)
+        limit = node.counter_through(self.start, self._limit)
+        high = self.high
+        floor = None
+        if self._floor is not None and not high.consulted(node.index):
+            floor = self._floor_counter(node)  # once per process and node: a rewind while idle
+        for _ in range(2):
+            guard = max(high.mark(node.index) or 0, floor or 0)
+            ask = self._floor is not None and floor is None
             reply = node.run(
                 "sequence",
                 keys=[self.counter_key, self.claim_key],
-                args=[n, claim, str(node.counter_through(self.start, self._limit))],
+                args=[n, claim, str(limit), *heal_args(guard, self.headroom, limit, ask=ask)],
             )
-            (after,) = check_reply(reply, namespace=self.namespace, node=node, claim=claim)
-            return node.values(self.start, int(after), n)
+            try:
+                after_text, healed = check_reply(
+                    reply, namespace=self.namespace, node=node, claim=claim
+                )
+            except NeedsFloor:
+                floor = self._floor_counter(node)
+                continue
+            if floor is not None:
+                high.set_consulted(node.index)
+            after = int(after_text)
+            if healed:
+                high.healed(node.name, reply_text(healed), str(after - n))
+            high.saw(node.index, after)
+            return node.values(self.start, after, n)
+        raise ScriptError(  # pragma: no cover - the second call carries the floor
+            "the sequence script asked for the floor twice",
+            namespace=self.namespace,
+            node=node.name,
+        )
 
-        values: range = self._call(action)
-        return Segment(values)
+    def _floor_counter(self, node: Node) -> int:
+        """The counter of ``node`` above which every value is above the floor's highest value."""
+        assert self._floor is not None
+        used = checked_floor(
+            self._floor(),
+            call="floor()",
+            what="the highest value already used",
+            namespace=self.namespace,
+        )
+        return node.counter_through(self.start, used) if used >= self.start else 0
 
     def ensure_at_least(self, value: int) -> list[tuple[str, int | None, int]]:
         """Make sure no value ``<= value`` is ever issued again (counters only move forward).

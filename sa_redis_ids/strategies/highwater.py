@@ -1,0 +1,138 @@
+"""What a process remembers so that a Redis which forgot cannot make it repeat an ID.
+
+A Redis node can come back empty (a restart without persistence, ``FLUSHALL``, an evicted key) or
+rewound (a failover to a replica that had not received the last writes). Its counters then stand
+below values already handed out, and without a defence the next calls hand them out again.
+
+Defences, in layers, shared by every strategy:
+
+* **High-water marks.** A :class:`HighWater` remembers, per node, the highest state this process
+  received from it (a counter, a day and its counter, a snowflake millisecond and slot, a pool's
+  running total). Every issuing script is told that mark as its *guard*: a state that is missing or
+  below it is first raised to the guard plus *headroom*, then values are issued. The heal is logged
+  as a warning on the ``sa_redis_ids`` logger and counted (``generator.rewinds``).
+* **Floors.** With ``floor=`` (the database's view, e.g.
+  :func:`~sa_redis_ids.orm.floor.floor_from_column`), the floor is read once per process and node
+  at first use, and again whenever a script finds the state missing or below the guard; the guard
+  then is the higher of the mark and the floor.
+* **Headroom.** A heal sets the state above the guard by ``headroom`` counter steps, because other
+  processes may hold values above this process's mark (taken after its last call, or buffered in
+  blocks they have not handed out yet). Its default covers 32 processes each holding two blocks of
+  the largest block size, or 1,000 values for unbuffered generators, capped at a tenth of what a
+  node can issue (a hundredth unbuffered).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any, Generic, TypeVar
+
+from sa_redis_ids.errors import ConfigError
+
+logger = logging.getLogger("sa_redis_ids")
+
+M = TypeVar("M")
+
+HEADROOM_PROCESSES = 32
+"""How many processes, each holding two blocks, the default buffered headroom covers."""
+UNBUFFERED_HEADROOM = 1000
+"""Default headroom of an unbuffered generator, in counter steps of one node."""
+
+
+def default_headroom(capacity: int, max_block: int | None) -> int:
+    """The headroom a generator gets when ``headroom=`` is not given.
+
+    ``capacity`` is how many counter steps one node can take (per day for date-keyed ones);
+    ``max_block`` the largest block a buffered generator takes (None: unbuffered).
+    """
+    if max_block is None:
+        return min(UNBUFFERED_HEADROOM, capacity // 100)
+    return min(2 * HEADROOM_PROCESSES * max_block, capacity // 10)
+
+
+def check_headroom(headroom: object) -> int | None:
+    """Validate ``headroom=``: None (the default) or an int from 0 to 2^62."""
+    if headroom is None:
+        return None
+    if isinstance(headroom, bool) or not isinstance(headroom, int):
+        raise ConfigError(f"headroom must be an int or None, not {type(headroom).__name__}")
+    if not 0 <= headroom <= 2**62:
+        raise ConfigError(f"headroom={headroom} is out of range; it must be from 0 to 2^62")
+    return headroom
+
+
+def check_floor(floor: object) -> Any:
+    """Validate ``floor=``: None or a callable."""
+    if floor is not None and not callable(floor):
+        raise ConfigError(f"floor must be a callable (see floor_from_column), not {floor!r}")
+    return floor
+
+
+class HighWater(Generic[M]):
+    """Per node of one generator: the highest mark received and whether the floor was read.
+
+    Marks are compared with ``>``; a mark only ever rises. Thread-safe; a forked child inherits
+    the parent's marks, which are still true lower bounds for it.
+    """
+
+    def __init__(self, count: int, namespace: str):
+        self.namespace = namespace
+        self._marks: list[M | None] = [None] * count
+        self._consulted = [False] * count
+        self._lock = threading.Lock()
+        self.rewinds = 0
+        """Rewinds detected and healed in this process (a node's state below what it had issued)."""
+
+    def mark(self, index: int) -> M | None:
+        """The highest mark received from node ``index`` (None: nothing yet)."""
+        return self._marks[index]
+
+    def saw(self, index: int, mark: M) -> None:
+        """Record that node ``index`` answered with ``mark`` (kept if higher)."""
+        with self._lock:
+            known = self._marks[index]
+            if known is None or mark > known:  # type: ignore[operator]
+                self._marks[index] = mark
+
+    def consulted(self, index: int) -> bool:
+        """Whether the floor was read for node ``index`` in this process."""
+        return self._consulted[index]
+
+    def set_consulted(self, index: int) -> None:
+        self._consulted[index] = True
+
+    def healed(self, node: str, before: str, after: str, *, why: str = "") -> None:
+        """Count and log a heal: the node's state was ``before`` ("" missing), now ``after``."""
+        with self._lock:
+            self.rewinds += 1
+        logger.warning(
+            "sa_redis_ids: namespace %s on node %s: state %s was below what was already issued "
+            "(%s); raised to %s before issuing",
+            self.namespace,
+            node,
+            before or "missing",
+            why or "a data loss, an eviction or a failover to a replica that was behind",
+            after,
+        )
+
+
+def heal_args(guard: int, headroom: int, limit: int, *, ask: bool) -> list[str]:
+    """The ``guard, heal, ask`` arguments of a counter script (see ``sequence.lua``).
+
+    ``guard``: the counter the node must already have reached; ``heal``: what a missing or lower
+    counter is set to, ``guard + headroom`` but at most ``limit`` (0 when there is no guard, so
+    a missing counter starts fresh); ``ask``: report instead of healing (the floor is unread).
+    """
+    heal = min(guard + headroom, max(limit, guard)) if guard > 0 else 0
+    return [str(guard), str(heal), "1" if ask else "0"]
+
+
+def checked_floor(value: object, *, call: str, what: str, namespace: str) -> int:
+    """A floor's answer if it is a non-negative int, else :class:`ConfigError` saying what fits."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ConfigError(
+            f"{call} returned {value!r}; it must return {what} as a non-negative int (0 when none)",
+            namespace=namespace,
+        )
+    return value
