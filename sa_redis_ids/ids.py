@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TypeVar
 
 from sa_redis_ids.backend.connect import (
@@ -187,36 +187,53 @@ class RedisIds:
         *,
         layout: str | SnowflakeLayout = "default",
         tolerance_ms: int = DEFAULT_TOLERANCE_MS,
+        floor: Callable[[], int] | None = None,
+        headroom: int | None = None,
     ) -> SnowflakeGenerator:
         """Time-ordered ``ms · shard · sequence`` IDs from Redis ``TIME``, decodable with ``parse``.
 
         ``layout``: ``"default"`` (41/12/10 bits since 2026-01-01), ``"compat"`` (seed 003, since
         1970; warns: it runs out in 2039), ``"js_safe"`` (at most 2^53 − 1) or a
         :class:`~sa_redis_ids.strategies.snowflake.SnowflakeLayout`. ``tolerance_ms``: how far the
-        Redis clock may step back before ``ClockMovedBackwards``.
+        Redis clock may step back before ``ClockMovedBackwards``. ``floor()`` returns the highest
+        ID already used (e.g. :func:`~sa_redis_ids.floor_from_column`); ``headroom`` (ms, default
+        ``tolerance_ms``) is how far ahead of what is known a lost state resumes.
         """
         resolved = resolve_layout(layout, stacklevel=2)
         return self._make(
             "snowflake",
             namespace,
             lambda: SnowflakeGenerator(
-                self.nodes, self.prefix, namespace, layout=resolved, tolerance_ms=tolerance_ms
+                self.nodes,
+                self.prefix,
+                namespace,
+                layout=resolved,
+                tolerance_ms=tolerance_ms,
+                floor=floor,
+                headroom=headroom,
             ),
         )
 
     def short_id(
-        self, namespace: str, *, pool_size: int = 10_000_000, offset: int = 10_000_000
+        self,
+        namespace: str,
+        *,
+        pool_size: int = 10_000_000,
+        offset: int = 10_000_000,
+        floor: Callable[[], Iterable[int]] | None = None,
     ) -> ShortIdGenerator:
         """Random unique numbers from ``offset`` to ``offset + pool_size − 1`` (a Redis bitmap).
 
         ``release(v)`` frees a value, ``reserve(values)`` blocks values for good, ``is_taken(v)``,
-        ``stats()``. A full pool raises ``SequenceExhausted``.
+        ``stats()``. A full pool raises ``SequenceExhausted``. ``floor()`` returns the values
+        already used (e.g. :func:`~sa_redis_ids.floor_from_column`): they are marked taken once
+        per process and node, and again when a node lost its bitmap.
         """
         return self._make(
             "short_id",
             namespace,
             lambda: ShortIdGenerator(
-                self.nodes, self.prefix, namespace, pool_size=pool_size, offset=offset
+                self.nodes, self.prefix, namespace, pool_size=pool_size, offset=offset, floor=floor
             ),
         )
 

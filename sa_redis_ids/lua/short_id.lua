@@ -1,17 +1,30 @@
 -- short_id.lua: take n free positions of one node's share of a short-ID pool, at random.
 -- KEYS[1]  bitmap of this node's share: bit j set = the share's position j is taken
 -- KEYS[2]  node claim key of the namespace
+-- KEYS[3]  running total of the positions ever taken by this script on this node (never lowered;
+--          a total below what a process received means the node lost or rewound its state)
 -- ARGV[1]  this node's claim, "index/count|config"
 -- ARGV[2]  bits, the size of this node's share (bits at or past it are never used)
 -- ARGV[3]  n, how many positions to take
 -- ARGV[4]  6·n random bytes: each 6 bytes, read as a big-endian number modulo bits, are the
 --          position tried first; if it is taken, the search starts at its byte
--- Returns  {0, "p1,p2,…"}           the positions taken, in order, as one comma-separated string
+-- ARGV[5]  guard: the total must already be at least this ("0": none); the highest total this
+--          process received from the node
+-- ARGV[6]  "1": report a missing total (the generator has a floor to apply first), "0": a
+--          missing total with no guard is a new pool
+-- Returns  {0, "p1,p2,…", total}    the positions taken, in order, as one comma-separated string,
+--                                   and the running total after them
 --          {1, positions taken}     the share has fewer free positions than asked: nothing taken
 --          {2, recorded claim}      node claim mismatch: nothing taken
+--          {6, total or ""}         the bitmap must be healed first (short_id_heal.lua): the
+--                                   total is missing or below the guard; nothing taken
 local recorded = claim_node(KEYS[2], ARGV[1])
 if recorded then
   return {2, recorded}
+end
+local total = redis.call('GET', KEYS[3])
+if (not total and (ARGV[5] ~= '0' or ARGV[6] == '1')) or (total and dec_gt(ARGV[5], total)) then
+  return {6, total or ''}
 end
 local key = KEYS[1]
 local bits = tonumber(ARGV[2])
@@ -125,4 +138,4 @@ for first = 1, n, CHUNK do
     end
   end
 end
-return {0, table.concat(taken, ',')}
+return {0, table.concat(taken, ','), redis.call('INCRBY', KEYS[3], n)}

@@ -13,11 +13,20 @@
 -- ARGV[6]  tolerance: how far (ms) the clock may be behind `seen` and still be served; without
 --          state (new namespace, or state lost) the first millisecond is clock + tolerance + 1
 -- ARGV[7]  test-only offset added to Redis TIME ("0" in production)
--- Returns  {0, first ms, first slot, last ms, last slot}: the slots run on from the first to the
---          last, a full millisecond at a time (slot counts restart at 0 each millisecond)
+-- ARGV[8]  guard ms, ARGV[9] guard slot: the state must already be at or past this slot ("-1":
+--          no guard); the last slot this process received from the node, or the database's floor
+-- ARGV[10] the floor: "none" (no floor), "ask" (a missing state, or one below the guard, is
+--          reported, not healed) or "given" (the guard includes the floor)
+-- ARGV[11] headroom: a missing or guarded state resumes this many ms after the later of the
+--          guard and the clock
+-- Returns  {0, first ms, first slot, last ms, last slot, healed}: the slots run on from the first
+--          to the last, a full millisecond at a time (slot counts restart at 0 each
+--          millisecond); healed is "" when the state was sound, else the millisecond it was
+--          healed from ("-": it was missing)
 --          {1, text}                 the layout's time ran out: nothing taken
 --          {2, recorded claim}       node claim mismatch: nothing taken
 --          {3, ms behind}            the clock is behind `seen` by more than the tolerance
+--          {6, ms or ""}             the floor must be read first: nothing taken
 --          {30, ms before the epoch} the Redis time lies before the layout's epoch
 -- A whole number as plain decimal text (never "1e+12").
 local function whole(x)
@@ -36,6 +45,26 @@ if now < 0 then
 end
 local state = redis.call('HMGET', KEYS[1], 'ms', 'c', 'seen')
 local last_ms, last_c, seen = tonumber(state[1]), tonumber(state[2]), tonumber(state[3])
+local guard_ms, guard_c = tonumber(ARGV[8]), tonumber(ARGV[9])
+local healed = ''
+local low = last_ms and guard_ms >= 0
+  and (last_ms < guard_ms or (last_ms == guard_ms and last_c < guard_c))
+if not last_ms or low then
+  if ARGV[10] == 'ask' then
+    return {6, last_ms and whole(last_ms) or ''}
+  end
+  -- No state: a new namespace, or this node lost it (FLUSHALL, failover to a lagging replica).
+  -- Below the guard: the node was rewound. IDs issued before may lie ahead of both the clock and
+  -- the guard (borrowed milliseconds): resume after the later of the two, plus the headroom.
+  local base = now
+  if guard_ms >= 0 then
+    healed = last_ms and whole(last_ms) or '-'
+    if guard_ms > base then
+      base = guard_ms
+    end
+  end
+  last_ms, last_c, seen = base + tonumber(ARGV[11]), slots, nil
+end
 if seen and now < seen then
   if seen - now > tonumber(ARGV[6]) then
     return {3, seen - now}
@@ -44,11 +73,7 @@ else
   seen = now
 end
 local ms, c = now, 0
-if not last_ms then
-  -- No state: a new namespace, or this node lost it (FLUSHALL, failover to a lagging replica).
-  -- IDs issued before a loss may lie up to the tolerance ahead of this clock: start after them.
-  ms = now + tonumber(ARGV[6]) + 1
-elseif last_ms >= now then
+if last_ms >= now then
   -- the last millisecond is now, in the (borrowed) future, or the clock is slightly behind
   ms, c = last_ms, last_c + 1
 end
@@ -62,4 +87,4 @@ if end_ms > tonumber(ARGV[4]) then
   return {1, 'the end of the layout, millisecond ' .. ARGV[4] .. ' after its epoch'}
 end
 redis.call('HSET', KEYS[1], 'ms', whole(end_ms), 'c', whole(end_c), 'seen', whole(seen))
-return {0, ms, c, end_ms, end_c}
+return {0, ms, c, end_ms, end_c, healed}

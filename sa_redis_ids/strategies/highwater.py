@@ -103,7 +103,8 @@ class HighWater(Generic[M]):
         self._consulted[index] = True
 
     def healed(self, node: str, before: str, after: str, *, why: str = "") -> None:
-        """Count and log a heal: the node's state was ``before`` ("" missing), now ``after``."""
+        """Count and log a heal: the node's state was ``before`` ("" or "-": missing), now
+        ``after``."""
         with self._lock:
             self.rewinds += 1
         logger.warning(
@@ -111,7 +112,7 @@ class HighWater(Generic[M]):
             "(%s); raised to %s before issuing",
             self.namespace,
             node,
-            before or "missing",
+            "missing" if before in ("", "-") else before,
             why or "a data loss, an eviction or a failover to a replica that was behind",
             after,
         )

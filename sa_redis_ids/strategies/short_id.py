@@ -13,19 +13,30 @@ there are or which one came next.
 With N nodes, node ``k`` owns the pool positions ``i ≡ k (mod N)`` and keeps them in its own
 bitmap at bit ``i // N``: nodes never collide, and ``release``/``reserve``/``is_taken`` go to the
 node that owns the value. Memory: ``pool_size / 8`` bytes in all (1.25 MB for the default pool).
+
+A Redis that forgets: each node also keeps a running total of the positions it ever issued, and
+each process remembers the positions it took (a sparse bitmap, at most ``pool_size / 8`` bytes) and
+the highest total it received. A total that is missing or below what the process received means
+the node lost or rewound its bitmap: before issuing anything, the process marks taken again every
+position it knows of (its own, and with ``floor=`` every value the table holds, e.g.
+:func:`~sa_redis_ids.floor_from_column`), so no issued value comes back while that process or the
+table remembers it. With a floor, the table's values are also marked once per process and node at
+first use.
 """
 
 from __future__ import annotations
 
 import secrets
+import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
-from sa_redis_ids.backend.scripts import check_reply
+from sa_redis_ids.backend.scripts import NeedsFloor, check_reply
 from sa_redis_ids.bounds import BIGINT_MAX
-from sa_redis_ids.errors import ConfigError, RedisUnavailable, SequenceExhausted
+from sa_redis_ids.errors import ConfigError, RedisUnavailable, ScriptError, SequenceExhausted
 from sa_redis_ids.strategies.base import IdGenerator, check_int_option
+from sa_redis_ids.strategies.highwater import checked_floor
 
 if TYPE_CHECKING:
     from sa_redis_ids.backend.nodes import Node, NodeSet
@@ -34,6 +45,43 @@ MAX_POOL_SIZE = 2**32
 """A Redis string holds at most 512 MB, i.e. 2^32 bits."""
 MAX_BATCH = 50_000
 """The most values one ``next_ids`` (or one ``reserve`` round trip) handles."""
+CHUNK_BITS = 32_768
+"""Positions per chunk of a process's record of what it took (4 KB each, made when first used)."""
+HEAL_BYTES = 1 << 20
+"""Bytes of known positions sent per heal round trip."""
+
+
+class TakenPositions:
+    """The positions of one node's share that this process took: a sparse bitmap in 4 KB chunks."""
+
+    def __init__(self) -> None:
+        self.chunks: dict[int, bytearray] = {}
+        self._lock = threading.Lock()
+
+    def add(self, positions: Iterable[int]) -> None:
+        with self._lock:
+            chunks = self.chunks
+            for position in positions:
+                index, bit = divmod(position, CHUNK_BITS)
+                chunk = chunks.get(index)
+                if chunk is None:
+                    chunk = chunks[index] = bytearray(CHUNK_BITS // 8)
+                chunk[bit >> 3] |= 0x80 >> (bit & 7)  # Redis numbers bits from the top of a byte
+
+    def discard(self, position: int) -> None:
+        index, bit = divmod(position, CHUNK_BITS)
+        with self._lock:
+            chunk = self.chunks.get(index)
+            if chunk is not None:
+                chunk[bit >> 3] &= ~(0x80 >> (bit & 7)) & 0xFF
+
+    def pieces(self) -> list[tuple[int, bytes]]:
+        """``(byte offset, bytes)`` of every chunk, in order."""
+        with self._lock:
+            return [
+                (index * (CHUNK_BITS // 8), bytes(chunk))
+                for index, chunk in sorted(self.chunks.items())
+            ]
 
 
 @dataclass(frozen=True)
@@ -63,8 +111,9 @@ class ShortIdGenerator(IdGenerator[int]):
         *,
         pool_size: int = 10_000_000,
         offset: int = 10_000_000,
+        floor: Callable[[], Iterable[int]] | None = None,
     ):
-        super().__init__(nodes, prefix, namespace)
+        super().__init__(nodes, prefix, namespace, floor=floor)
         self.pool_size = check_int_option("pool_size", pool_size, low=1, high=MAX_POOL_SIZE)
         self.offset = check_int_option("offset", offset, low=0, high=BIGINT_MAX)
         if offset + pool_size - 1 > BIGINT_MAX:
@@ -80,6 +129,9 @@ class ShortIdGenerator(IdGenerator[int]):
                 namespace=self.namespace,
             )
         self.bitmap_key = self.keys.key(self.strategy)
+        self.total_key = self.keys.key(self.strategy, "total")
+        self._scratch_key = self.keys.key(self.strategy, "heal")
+        self._taken = [TakenPositions() for _ in nodes.nodes]
 
     @property
     def max_value(self) -> int:
@@ -116,16 +168,95 @@ class ShortIdGenerator(IdGenerator[int]):
         def action(node: Node) -> list[int]:
             claim = self.claim_for(node)
             bits = self.share_size(node)
-            reply = node.run(
-                "short_id",
-                keys=[self.bitmap_key, self.claim_key],
-                args=[claim, bits, n, secrets.token_bytes(6 * n)],
+            high = self.high
+            if self._floor is not None and not high.consulted(node.index):
+                self._heal(node, claim, floor=True)  # once per process and node, at first use
+            for _ in range(2):
+                guard = high.mark(node.index) or 0
+                reply = node.run(
+                    "short_id",
+                    keys=[self.bitmap_key, self.claim_key, self.total_key],
+                    args=[
+                        claim,
+                        bits,
+                        n,
+                        secrets.token_bytes(6 * n),
+                        guard,
+                        "0" if self._floor is None else "1",
+                    ],
+                )
+                try:
+                    text, total = check_reply(
+                        reply, namespace=self.namespace, node=node, claim=claim
+                    )
+                except NeedsFloor:
+                    self._heal(node, claim, floor=self._floor is not None, rewound=True)
+                    continue
+                positions = [int(bit) for bit in text.split(b",")]
+                self._taken[node.index].add(positions)
+                high.saw(node.index, int(total))
+                first, step = self.offset + node.index, node.count
+                return [first + position * step for position in positions]
+            raise ScriptError(  # pragma: no cover - the heal raises the total to the guard
+                "the short ID script asked for a heal twice",
+                namespace=self.namespace,
+                node=node.name,
             )
-            (positions,) = check_reply(reply, namespace=self.namespace, node=node, claim=claim)
-            first, step = self.offset + node.index, node.count
-            return [first + int(bit) * step for bit in positions.split(b",")]
 
         return action
+
+    def _heal(self, node: Node, claim: str, *, floor: bool, rewound: bool = False) -> None:
+        """Mark taken on ``node`` every position this process took and, with ``floor``, every
+        value of the floor in ``node``'s share; raise the node's total to this process's mark."""
+        known = TakenPositions()
+        if floor:
+            assert self._floor is not None
+            count, index = node.count, node.index
+            values = self._floor()
+            if isinstance(values, (str, bytes)) or not isinstance(values, Iterable):
+                raise ConfigError(
+                    f"floor() returned {values!r}; it must return the values already used "
+                    "(an iterable of ints)",
+                    namespace=self.namespace,
+                )
+            known.add(
+                (value - self.offset) // count
+                for value in values
+                if checked_floor(
+                    value, call="floor()", what="values already used", namespace=self.namespace
+                )
+                >= self.offset
+                and value <= self.max_value
+                and (value - self.offset) % count == index
+            )
+        pieces = self._taken[node.index].pieces() + known.pieces()
+        guard = str(self.high.mark(node.index) or 0)
+        added = 0
+        batch: list[Any] = []
+        size = 0
+        for at, (offset, data) in enumerate(pieces):
+            batch += [offset, data]
+            size += len(data)
+            if size >= HEAL_BYTES or at == len(pieces) - 1:
+                added += self._heal_call(node, claim, guard, batch)
+                batch, size = [], 0
+        if not pieces:
+            self._heal_call(node, claim, guard, [])
+        if floor:
+            self.high.set_consulted(node.index)
+        if rewound or added:
+            self.high.healed(
+                node.name, "a lost or rewound bitmap", f"{added} positions marked taken again"
+            )
+
+    def _heal_call(self, node: Node, claim: str, guard: str, pieces: list[Any]) -> int:
+        reply = node.run(
+            "short_id_heal",
+            keys=[self.bitmap_key, self.claim_key, self.total_key, self._scratch_key],
+            args=[claim, guard, *pieces],
+        )
+        (added,) = check_reply(reply, namespace=self.namespace, node=node, claim=claim)
+        return int(added)
 
     def _take(self, n: int) -> list[int]:
         try:
@@ -195,6 +326,8 @@ class ShortIdGenerator(IdGenerator[int]):
 
     def release(self, value: int) -> bool:
         """Give ``value`` back to the pool so it can be issued again; True if it was taken."""
+        node, position = self.locate(value)
+        self._taken[node.index].discard(position)
         return self._mark([value], 0) == 1
 
     def reserve(self, values: Iterable[int]) -> int:

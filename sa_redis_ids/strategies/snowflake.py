@@ -17,9 +17,11 @@ numbers are doubles.
   after its last millisecond; further behind it raises :class:`~sa_redis_ids.ClockMovedBackwards`.
 * **Lost state.** A node without state for the namespace (a new namespace, or ``FLUSHALL``, a restart
   without persistence, a failover to a replica that missed the last writes) starts at its clock +
-  ``tolerance_ms`` + 1, so IDs issued before the loss are not repeated as long as they lay at most
-  ``tolerance_ms`` ahead of the clock after it. Not covered: a loss within ``tolerance_ms`` of the
-  previous fresh start, or of IDs borrowed further ahead than that.
+  ``headroom`` + 1 ms (``headroom`` defaults to ``tolerance_ms``). A process that already received
+  IDs from the node remembers the last (millisecond, slot) and resumes after the later of that and
+  the clock, plus the headroom, so IDs it borrowed ahead of the clock are not repeated either; the
+  same holds for a state rewound below it. ``floor=`` (the highest ID a table holds, see
+  :func:`~sa_redis_ids.floor_from_column`) adds the database's view.
 * **N nodes** (seed 003's step scheme): node ``k`` of ``N`` only issues sequence values ``≡ k (mod
   N)``, so two nodes can never produce the same (millisecond, shard, sequence).
 """
@@ -33,9 +35,10 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, ClassVar
 
-from sa_redis_ids.backend.scripts import check_reply
+from sa_redis_ids.backend.scripts import NeedsFloor, check_reply, reply_text
 from sa_redis_ids.errors import ConfigError, ScriptError
 from sa_redis_ids.strategies.base import IdGenerator, check_count, check_int_option
+from sa_redis_ids.strategies.highwater import checked_floor
 
 if TYPE_CHECKING:
     from sa_redis_ids.backend.nodes import Node, NodeSet
@@ -237,12 +240,21 @@ class SnowflakeGenerator(IdGenerator[int]):
         layout: str | SnowflakeLayout = "default",
         tolerance_ms: int = DEFAULT_TOLERANCE_MS,
         now: Callable[[], float] = time.time,
+        floor: Callable[[], int] | None = None,
+        headroom: int | None = None,
     ):
-        super().__init__(nodes, prefix, namespace)
+        super().__init__(nodes, prefix, namespace, floor=floor, headroom=headroom)
         self.layout = resolve_layout(layout, stacklevel=2)
         self.tolerance_ms = check_int_option(
             "tolerance_ms", tolerance_ms, low=0, high=MAX_TOLERANCE_MS
         )
+        if headroom is not None and headroom > MAX_TOLERANCE_MS:
+            raise ConfigError(
+                f"headroom={headroom} ms is out of range; it must be from 0 to {MAX_TOLERANCE_MS}",
+                namespace=self.namespace,
+            )
+        self.headroom = self.tolerance_ms if headroom is None else headroom
+        """Milliseconds a lost or rewound state resumes after the later of the guard and the clock."""
         self.clock = SnowflakeClock()
         self.state_key = self.keys.key(self.strategy)
         self._check_time_span(int(now() * 1000))
@@ -307,11 +319,21 @@ class SnowflakeGenerator(IdGenerator[int]):
         return self._take(n, shard)
 
     def _take(self, n: int, shard: int = 0) -> list[int]:
-        layout = self.layout
+        values: list[int] = self._call(lambda node: self._take_on(node, n, shard))
+        return values
 
-        def action(node: Node) -> list[int]:
-            claim = self.claim_for(node)
-            slots = self.slots_per_ms(node)
+    def _take_on(self, node: Node, n: int, shard: int) -> list[int]:
+        """``n`` IDs of ``node``: one round trip, two when the floor must be read first."""
+        layout = self.layout
+        claim = self.claim_for(node)
+        slots = self.slots_per_ms(node)
+        high = self.high
+        floor: tuple[int, int] | None = None
+        if self._floor is not None and not high.consulted(node.index):
+            floor = self._floor_slot(slots)  # once per process and node: a rewind while idle
+        for _ in range(2):
+            guard = max(high.mark(node.index) or (-1, 0), floor or (-1, 0))
+            state = "none" if self._floor is None else "ask" if floor is None else "given"
             reply = node.run(
                 "snowflake",
                 keys=[self.state_key, self.claim_key],
@@ -323,12 +345,20 @@ class SnowflakeGenerator(IdGenerator[int]):
                     slots,
                     self.tolerance_ms,
                     self.clock.offset_ms,
+                    guard[0],
+                    guard[1],
+                    state,
+                    self.headroom,
                 ],
             )
-            first_ms, first, last_ms, last = (
-                int(part)
-                for part in check_reply(reply, namespace=self.namespace, node=node, claim=claim)
-            )
+            try:
+                *parts, healed = check_reply(
+                    reply, namespace=self.namespace, node=node, claim=claim
+                )
+            except NeedsFloor:
+                floor = self._floor_slot(slots)
+                continue
+            first_ms, first, last_ms, last = (int(part) for part in parts)
             if (first_ms * slots + first) + n - 1 != last_ms * slots + last:
                 raise ScriptError(
                     f"snowflake script answered slots {first_ms}:{first} to {last_ms}:{last} "
@@ -336,10 +366,38 @@ class SnowflakeGenerator(IdGenerator[int]):
                     namespace=self.namespace,
                     node=node.name,
                 )
+            if floor is not None:
+                high.set_consulted(node.index)
+            if healed:
+                high.healed(node.name, reply_text(healed), f"{first_ms} ms after the epoch")
+            high.saw(node.index, (last_ms, last))
             return self._compose_run(first_ms, first, n, slots, shard, node)
+        raise ScriptError(  # pragma: no cover - the second call carries the floor
+            "the snowflake script asked for the floor twice",
+            namespace=self.namespace,
+            node=node.name,
+        )
 
-        values: list[int] = self._call(action)
-        return values
+    def _floor_slot(self, slots: int) -> tuple[int, int]:
+        """The (millisecond since the epoch, slot) the floor's highest ID lies in, the whole
+        millisecond counted as used; ``(-1, 0)`` (no guard) when the table holds no ID."""
+        assert self._floor is not None
+        used = checked_floor(
+            self._floor(),
+            call="floor()",
+            what="the highest ID already used",
+            namespace=self.namespace,
+        )
+        if used == 0:
+            return -1, 0
+        try:
+            parts = self.layout.parse(used)
+        except ValueError as exc:
+            raise ConfigError(
+                f"floor() returned {used}, which is not an ID of this layout: {exc}",
+                namespace=self.namespace,
+            ) from exc
+        return parts.ms - self.layout.epoch_ms, slots - 1
 
     def _compose_run(
         self, ms: int, slot: int, n: int, slots: int, shard: int, node: Node

@@ -1,0 +1,261 @@
+"""A Redis that forgets: every strategy heals a lost or rewound node state above what it issued.
+
+Each test takes values, then makes the node forget (its keys deleted, as a restart without
+persistence or ``FLUSHALL`` does to them) or rewinds a counter (as a failover to a replica that was
+behind does), and checks that nothing issued before comes back, that the heal is counted and
+logged, and where a floor is given, that it is read once per process and node and on a rewind.
+Runs on the backend table: fakeredis, a real Redis and a real Cluster.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import date, time
+from typing import Any
+
+import pytest
+
+from sa_redis_ids import ConfigError, RedisIds, SequenceExhausted
+from tests.conftest import Backend
+from tests.support.days import shift_to_local
+from tests.support.uniqueness import duplicates
+
+DAY = date(2031, 2, 3)
+NOON = time(12)
+
+
+def forget(backend: Backend) -> None:
+    """Delete every key of the test's prefix: what a restart without persistence does to them."""
+    for key in backend.keys():  # noqa: SIM118 - Backend.keys() scans Redis
+        backend.client.delete(key)
+
+
+class Floor:
+    """A floor answering a fixed value and counting its calls."""
+
+    def __init__(self, value: Any):
+        self.value = value
+        self.calls = 0
+
+    def __call__(self, *day: date) -> Any:
+        self.calls += 1
+        return self.value
+
+
+# -- sequence ----------------------------------------------------------------------------------
+
+
+def test_a_sequence_counter_lost_resumes_above_what_this_process_issued(
+    backend: Backend, caplog: pytest.LogCaptureFixture
+) -> None:
+    users = backend.ids().sequence("users", headroom=100)
+    before = [users.next_id() for _ in range(20)] + users.next_ids(30)
+    forget(backend)
+    with caplog.at_level(logging.WARNING, logger="sa_redis_ids"):
+        after = users.next_ids(5)
+    assert after == list(range(151, 156)), "guard 50 plus a headroom of 100"
+    assert not set(before) & set(after)
+    assert users.rewinds == 1
+    assert "namespace users" in caplog.text and "state missing" in caplog.text
+    assert users.next_id() == 156 and users.rewinds == 1, "healed once"
+
+
+def test_a_sequence_counter_set_back_is_raised_above_what_was_issued(backend: Backend) -> None:
+    users = backend.ids().sequence("users", headroom=0)
+    users.next_ids(40)
+    backend.client.set(users.counter_key, 10)  # a failover to a replica that was behind
+    assert users.next_id() == 41
+    assert users.rewinds == 1
+
+
+def test_a_buffered_sequence_heals_above_its_blocks(backend: Backend) -> None:
+    users = backend.ids().sequence("users", block=100)
+    assert users.headroom == 2 * 32 * users.buffer.options.max_block  # type: ignore[union-attr]
+    drawn = [users.next_id() for _ in range(250)]
+    forget(backend)
+    drawn += [users.next_id() for _ in range(5000)]  # past what the buffers held
+    assert duplicates(drawn) == {}
+    assert users.rewinds == 1
+
+
+def test_a_sequence_floor_is_read_once_at_first_use_and_on_a_loss(backend: Backend) -> None:
+    floor = Floor(500)
+    users = backend.ids().sequence("users", floor=floor, headroom=0)
+    assert users.next_ids(3) == [501, 502, 503]
+    assert users.next_id() == 504
+    assert floor.calls == 1
+    assert users.rewinds == 1, "a missing counter below the table's values is healed"
+    forget(backend)
+    floor.value = 504  # the table now holds 504
+    assert users.next_id() == 505
+    assert floor.calls == 2
+    assert users.rewinds == 2
+
+
+def test_a_sequence_floor_raises_an_existing_counter_below_it(backend: Backend) -> None:
+    backend.ids().sequence("users").next_ids(5)  # a counter at 5, but the table holds 900
+    users = backend.ids().sequence("users", floor=Floor(900), headroom=10)
+    assert users.next_id() == 911
+    assert users.rewinds == 1
+
+
+def test_a_sequence_floor_below_the_counter_changes_nothing(backend: Backend) -> None:
+    backend.ids().sequence("users").next_ids(50)
+    users = backend.ids().sequence("users", floor=Floor(20))
+    assert users.next_id() == 51
+    assert users.rewinds == 0
+
+
+def test_a_sequence_floor_with_a_bad_answer_is_a_config_error(ids: RedisIds) -> None:
+    users = ids.sequence("users", floor=Floor("12"))
+    with pytest.raises(ConfigError, match=r"floor\(\) returned '12'"):
+        users.next_id()
+
+
+def test_headroom_and_floor_are_checked_and_compared(ids: RedisIds) -> None:
+    with pytest.raises(ConfigError, match="headroom"):
+        ids.sequence("a", headroom=-1)
+    with pytest.raises(ConfigError, match="headroom"):
+        ids.sequence("b", headroom=1.5)  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="floor"):
+        ids.sequence("c", floor=42)  # type: ignore[arg-type]
+    ids.sequence("d", headroom=5)
+    with pytest.raises(ConfigError, match="headroom"):
+        ids.sequence("d", headroom=6)
+
+
+# -- date-keyed ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("factory", ["date_prefixed", "daily_code"])
+def test_a_day_counter_lost_resumes_above_what_this_process_issued(
+    backend: Backend, factory: str
+) -> None:
+    generator: Any = getattr(backend.ids(), factory)("orders", headroom=7)
+    shift_to_local(generator, DAY, NOON)
+    before = [generator.next_id() for _ in range(5)] + generator.next_ids(5)
+    forget(backend)
+    after = generator.next_ids(3)
+    assert [generator.parse(v).counter for v in after] == [18, 19, 20]
+    assert not set(before) & set(after)
+    assert generator.rewinds == 1
+
+
+@pytest.mark.parametrize("factory", ["date_prefixed", "daily_code"])
+def test_a_day_counter_set_back_is_raised(backend: Backend, factory: str) -> None:
+    generator: Any = getattr(backend.ids(), factory)("orders", headroom=0)
+    shift_to_local(generator, DAY, NOON)
+    generator.next_ids(30)
+    if factory == "date_prefixed":
+        backend.client.hset(generator.keys.key("dp"), "20310203", 3)
+    else:
+        backend.client.set(generator.keys.key("dc", "20310203"), 3, keepttl=True)
+    assert generator.parse(generator.next_id()).counter == 31
+    assert generator.rewinds == 1
+
+
+def test_a_guard_of_another_day_does_not_touch_a_new_day(backend: Backend) -> None:
+    codes = backend.ids().daily_code("orders", headroom=0)
+    shift_to_local(codes, DAY, NOON)
+    codes.next_ids(40)
+    shift_to_local(codes, date(2031, 2, 4), NOON)
+    assert codes.next_id() == "IS203102040001"
+    assert codes.rewinds == 0
+
+
+def test_a_buffered_date_prefixed_generator_heals_above_its_blocks(backend: Backend) -> None:
+    invoices = backend.ids().date_prefixed("invoices", block=50)
+    shift_to_local(invoices, DAY, NOON)
+    drawn = [invoices.next_id() for _ in range(120)]
+    forget(backend)
+    drawn += [invoices.next_id() for _ in range(3000)]  # past what the buffers held
+    assert duplicates(drawn) == {}
+    assert invoices.rewinds == 1
+
+
+# -- snowflake -------------------------------------------------------------------------------------
+
+
+def test_a_snowflake_state_lost_after_borrowing_ahead_repeats_nothing(backend: Backend) -> None:
+    orders = backend.ids().snowflake("orders", tolerance_ms=0, headroom=0)
+    before = []
+    for _ in range(5):  # 5 × 20,000 IDs borrow about 100 ms ahead of the clock
+        before += orders.next_ids(20_000)
+    forget(backend)
+    after = orders.next_ids(20_000)
+    assert min(after) > max(before)
+    assert orders.rewinds == 1
+
+
+def test_a_snowflake_state_set_back_is_raised(backend: Backend) -> None:
+    orders = backend.ids().snowflake("orders", headroom=0)
+    before = orders.next_ids(3000)
+    state = orders.state_key
+    last = int(backend.client.hget(state, "ms"))
+    backend.client.hset(state, mapping={"ms": last - 500, "c": 0})
+    assert orders.next_id() > max(before)
+    assert orders.rewinds == 1
+
+
+def test_a_snowflake_floor_puts_new_ids_above_the_tables(ids: RedisIds) -> None:
+    reference = ids.snowflake("reference")
+    future = reference.layout.compose(reference.parse(reference.next_id()).ms + 60_000, 0, 5)
+    floor = Floor(future)
+    orders = ids.snowflake("orders", floor=floor, headroom=0)
+    assert orders.next_id() > future
+    assert orders.rewinds == 1, "a node state below the table's highest ID is a rewind"
+    assert floor.calls == 1
+    assert orders.next_id() > future and floor.calls == 1
+
+
+def test_a_snowflake_floor_of_another_layout_is_a_config_error(ids: RedisIds) -> None:
+    orders = ids.snowflake("orders", layout="js_safe", floor=Floor(2**62))
+    with pytest.raises(ConfigError, match="not an ID of this layout"):
+        orders.next_id()
+
+
+# -- short IDs ------------------------------------------------------------------------------------
+
+
+def test_a_short_id_bitmap_lost_gives_out_none_of_this_processes_values(
+    backend: Backend,
+) -> None:
+    pool = backend.ids().short_id("codes", pool_size=400, offset=1000)
+    before = pool.next_ids(150) + [pool.next_id() for _ in range(50)]
+    forget(backend)
+    after = pool.next_ids(200)
+    assert not set(before) & set(after)
+    assert pool.rewinds == 1
+    with pytest.raises(SequenceExhausted):
+        pool.next_id()  # all 400 are taken again: the pool is full
+
+
+def test_a_released_short_id_is_not_marked_again_after_a_loss(backend: Backend) -> None:
+    pool = backend.ids().short_id("codes", pool_size=50, offset=0)
+    taken = pool.next_ids(50)
+    assert pool.release(taken[0])
+    forget(backend)
+    assert pool.next_ids(1) == [taken[0]]
+
+
+def test_a_short_id_floor_marks_the_tables_values_taken_once(backend: Backend) -> None:
+    used = list(range(2000, 2300))
+    floor = Floor(used)
+    pool = backend.ids().short_id("codes", pool_size=400, offset=2000, floor=floor)
+    issued = pool.next_ids(100)
+    assert set(issued) == set(range(2300, 2400))
+    assert floor.calls == 1
+    assert pool.rewinds == 1, "the table's values were missing from the bitmap"
+    forget(backend)
+    floor.value = used + issued
+    with pytest.raises(SequenceExhausted):
+        pool.next_id()
+    assert floor.calls == 2
+    assert pool.rewinds == 2
+
+
+def test_a_short_id_floor_must_be_an_iterable_of_ints(ids: RedisIds) -> None:
+    with pytest.raises(ConfigError, match="iterable"):
+        ids.short_id("a", floor=Floor(12)).next_id()
+    with pytest.raises(ConfigError, match="returned -1"):
+        ids.short_id("b", floor=Floor([-1])).next_id()
