@@ -140,6 +140,13 @@ class DatedGenerator(IdGenerator[V]):
         return block
 
     def _take_on(self, node: Node, n: int) -> DatedBlock[V]:
+        """``n`` values of the day on ``node`` (more round trips to read or seed a floor)."""
+        if self._floor is not None and not self.high.consulted(node.index):
+            with self.high.first_use(node.index):
+                return self._attempt(node, n)
+        return self._attempt(node, n)
+
+    def _attempt(self, node: Node, n: int) -> DatedBlock[V]:
         claim = self.claim_for(node)
         limit: int = node.counter_through(self.start, self.counter_max)
         high = self.high

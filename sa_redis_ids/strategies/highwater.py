@@ -80,6 +80,7 @@ class HighWater(Generic[M]):
         self.namespace = namespace
         self._marks: list[M | None] = [None] * count
         self._consulted = [False] * count
+        self._first_use = [threading.Lock() for _ in range(count)]
         self._lock = threading.Lock()
         self.rewinds = 0
         """Rewinds detected and healed in this process (a node's state below what it had issued)."""
@@ -101,6 +102,11 @@ class HighWater(Generic[M]):
 
     def set_consulted(self, index: int) -> None:
         self._consulted[index] = True
+
+    def first_use(self, index: int) -> threading.Lock:
+        """The lock under which one thread makes the first call on node ``index`` that reads the
+        floor; the others wait, then find it read (so it is read once per process and node)."""
+        return self._first_use[index]
 
     def healed(self, node: str, before: str, after: str, *, why: str = "") -> None:
         """Count and log a heal: the node's state was ``before`` ("" or "-": missing), now

@@ -97,6 +97,12 @@ class SequenceGenerator(BufferedGenerator[int]):
 
     def _take_on(self, node: Node, n: int) -> range:
         """``n`` values of ``node``: one round trip, two when the floor must be read first."""
+        if self._floor is not None and not self.high.consulted(node.index):
+            with self.high.first_use(node.index):
+                return self._attempt(node, n)
+        return self._attempt(node, n)
+
+    def _attempt(self, node: Node, n: int) -> range:
         claim = self.claim_for(node)
         limit = node.counter_through(self.start, self._limit)
         high = self.high

@@ -170,7 +170,9 @@ class ShortIdGenerator(IdGenerator[int]):
             bits = self.share_size(node)
             high = self.high
             if self._floor is not None and not high.consulted(node.index):
-                self._heal(node, claim, floor=True)  # once per process and node, at first use
+                with high.first_use(node.index):  # once per process and node, at first use
+                    if not high.consulted(node.index):
+                        self._heal(node, claim, floor=True)
             for _ in range(2):
                 guard = high.mark(node.index) or 0
                 reply = node.run(

@@ -324,6 +324,12 @@ class SnowflakeGenerator(IdGenerator[int]):
 
     def _take_on(self, node: Node, n: int, shard: int) -> list[int]:
         """``n`` IDs of ``node``: one round trip, two when the floor must be read first."""
+        if self._floor is not None and not self.high.consulted(node.index):
+            with self.high.first_use(node.index):
+                return self._attempt(node, n, shard)
+        return self._attempt(node, n, shard)
+
+    def _attempt(self, node: Node, n: int, shard: int) -> list[int]:
         layout = self.layout
         claim = self.claim_for(node)
         slots = self.slots_per_ms(node)
