@@ -40,8 +40,16 @@ def free_port(*, with_bus: bool = False) -> int:
 class RedisServer:
     """One ``redis-server`` process on a free loopback port; ``stop()``/``start()`` keep the port."""
 
-    def __init__(self, *, cluster: bool = False, directory: Path | None = None):
+    def __init__(
+        self,
+        *,
+        cluster: bool = False,
+        directory: Path | None = None,
+        extra: list[str] | None = None,
+    ):
         self.cluster = cluster
+        self.extra = list(extra or [])
+        """More ``redis-server`` arguments (``--maxmemory 2mb`` …)."""
         self.port = free_port(with_bus=cluster)
         self.dir = directory or Path(tempfile.mkdtemp(prefix="sa_redis_ids_test_"))
         self.process: subprocess.Popen[bytes] | None = None
@@ -79,6 +87,7 @@ class RedisServer:
                 "--cluster-node-timeout",
                 "5000",
             ]
+        args += self.extra
         self.process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + 10
         while True:
@@ -89,6 +98,13 @@ class RedisServer:
                 if self.process.poll() is not None or time.monotonic() > deadline:
                     raise RuntimeError(f"redis-server on port {self.port} did not start") from None
                 time.sleep(0.02)
+
+    def kill(self) -> None:
+        """SIGKILL this process (by its pid), as a crash would; ``start()`` brings it back empty."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+        self.process = None
 
     def stop(self) -> None:
         """Stop this process (by its pid) and wait for it to exit."""
