@@ -156,6 +156,7 @@ class RedisIds:
         prefix: str = DEFAULT_PREFIX,
         connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
         socket_timeout: float = DEFAULT_SOCKET_TIMEOUT,
+        retry_after: float = 2.0,
         replicas: int = 0,
         replica_timeout: float = DEFAULT_REPLICA_TIMEOUT,
         strict: bool = False,
@@ -183,6 +184,7 @@ class RedisIds:
         return cls(
             client,
             prefix=prefix,
+            retry_after=retry_after,
             replicas=replicas,
             replica_timeout=replica_timeout,
             strict=strict,

@@ -76,9 +76,10 @@ NODE_DOWN_ERRORS: tuple[type[BaseException], ...] = (
 )
 
 #: Error replies without a redis-py class that also mean "not the master now": ``NOREPLICAS``
-#: (``min-replicas-to-write`` not met, e.g. during a failover). Redis 6 wraps errors of
-#: ``redis.call`` in "Error running script … -CODE …", hence the second form.
-FAILOVER_REPLIES = ("NOREPLICAS", "READONLY", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN")
+#: (``min-replicas-to-write`` not met, e.g. during a failover) and ``UNBLOCKED`` (a ``WAIT`` cut
+#: short because its master was demoted). Redis 6 wraps errors of ``redis.call`` in "Error running
+#: script … -CODE …", hence the second form.
+FAILOVER_REPLIES = ("NOREPLICAS", "UNBLOCKED", "READONLY", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN")
 
 
 def is_failover_reply(error: redis.ResponseError) -> bool:

@@ -211,10 +211,25 @@ class SentinelTopology:
         return [server for server in self.servers if server is not master and server.running]
 
     def failover(self) -> RedisServer:
-        """``SENTINEL FAILOVER`` and wait until every sentinel names the new master; return it."""
+        """``SENTINEL FAILOVER``; wait until every sentinel names the new master and the old one
+        follows it as a replica; return the new master.
+
+        Sentinel demotes the old master only when its next periodic ``INFO`` (every 10 s) shows it
+        still acting as master; until then it accepts writes that are lost. The helper sends the
+        same ``REPLICAOF`` Sentinel would send, so a test's failover completes in about a second.
+        """
         old = self.master()
         self.sentinels[0].client().sentinel_failover(SERVICE)
-        return self._wait_new_master(old)
+        new = self._wait_new_master(old)
+        if old.running and _info(old)["role"] == "master":
+            old.client().replicaof(HOST, new.port)
+        wait_until(
+            lambda: (
+                (info := _info(old))["role"] == "slave" and info.get("master_link_status") == "up"
+            ),
+            "the old master to follow the new one",
+        )
+        return new
 
     def kill_master(self) -> RedisServer:
         """SIGKILL the master and wait until the sentinels promote its replica; return it."""
