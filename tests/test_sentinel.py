@@ -71,6 +71,8 @@ def test_a_failover_under_load_raises_only_redis_unavailable_then_issues_on_the_
         prefix=f"s2r{replicas}",
         retry_after=0.1,
         replicas=replicas,
+        replica_timeout=1.5,  # generous: the machine may be loaded
+        socket_timeout=3.0,
     )
     seq = ids.sequence("users")
     values: list[int] = []
