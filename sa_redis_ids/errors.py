@@ -113,3 +113,28 @@ class LockHeld(SaRedisIdsError):
 
 class ScriptError(SaRedisIdsError):
     """A Lua script returned a code this version does not know (a bug or a version mismatch)."""
+
+
+class ReplicasNotAcknowledged(RedisUnavailable):
+    """A script ran on a master, but fewer than ``required`` replicas acknowledged its write in time.
+
+    Raised with ``replicas=N`` (see :class:`~sa_redis_ids.RedisIds`): a write that no replica holds
+    is lost if the master fails over, and the promoted replica would issue the same values again.
+    The values that script issued are dropped (gaps, never handed out). A subclass of
+    :class:`RedisUnavailable`, so a call moves on to another node where there is one.
+    ``acknowledged`` is how many replicas did acknowledge (the most of any node tried).
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        namespace: str | None = None,
+        node: str | None = None,
+        errors: Mapping[str, BaseException] | None = None,
+        required: int,
+        acknowledged: int,
+    ):
+        self.required = required
+        self.acknowledged = acknowledged
+        super().__init__(message, namespace=namespace, node=node, errors=errors)

@@ -9,10 +9,12 @@ from typing import Any, TypeVar
 from sa_redis_ids.backend.connect import (
     DEFAULT_CONNECT_TIMEOUT,
     DEFAULT_SOCKET_TIMEOUT,
+    client_from_sentinel,
     client_from_url,
     embedded_client,
 )
 from sa_redis_ids.backend.nodes import NodeSet
+from sa_redis_ids.backend.replication import DEFAULT_REPLICA_TIMEOUT, check_replica_options
 from sa_redis_ids.errors import ConfigError
 from sa_redis_ids.keys import DEFAULT_PREFIX, validate_namespace, validate_prefix
 from sa_redis_ids.locking.redlock import Redlock
@@ -39,6 +41,17 @@ class RedisIds:
 
     ``RedisIds(client)`` wraps an existing ``redis.Redis`` or ``redis.cluster.RedisCluster`` (a cluster
     counts as one node); a list of clients makes N independent nodes, each issuing its own residue class.
+
+    Options every constructor takes:
+
+    - ``replicas=N``: hand out only values that ``N`` replicas of the master acknowledged (Redis
+      ``WAIT``, sent in the same round trip as the script), so a failover to a replica cannot
+      re-issue them. Fewer acknowledgements within ``replica_timeout`` seconds raise
+      :class:`~sa_redis_ids.ReplicasNotAcknowledged` and the values are dropped. ``replica_timeout``
+      must be shorter than the client's socket timeout. ``0`` (the default) waits for nothing.
+    - ``strict=True``: refuse with :class:`~sa_redis_ids.ConfigError`, instead of a logged warning,
+      a Redis whose ``maxmemory-policy`` can evict the library's keys (checked at each node's first
+      use; skipped where ``CONFIG GET`` is not allowed).
     """
 
     def __init__(
@@ -47,12 +60,21 @@ class RedisIds:
         *,
         prefix: str = DEFAULT_PREFIX,
         retry_after: float = 2.0,
+        replicas: int = 0,
+        replica_timeout: float = DEFAULT_REPLICA_TIMEOUT,
+        strict: bool = False,
     ):
         clients = list(client) if isinstance(client, (list, tuple)) else [client]
         if not clients:
             raise ConfigError("RedisIds needs at least one Redis client")
         self.prefix = validate_prefix(prefix)
-        self.nodes = NodeSet(clients, retry_after=retry_after)
+        self.nodes = NodeSet(
+            clients,
+            retry_after=retry_after,
+            replicas=replicas,
+            replica_timeout=replica_timeout,
+            strict=strict,
+        )
         self._generators: dict[tuple[str, str], IdGenerator[Any]] = {}
         self._lock = threading.Lock()
 
@@ -65,9 +87,13 @@ class RedisIds:
         cluster: bool = False,
         connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
         socket_timeout: float = DEFAULT_SOCKET_TIMEOUT,
+        replicas: int = 0,
+        replica_timeout: float = DEFAULT_REPLICA_TIMEOUT,
+        strict: bool = False,
         **redis_kwargs: Any,
     ) -> RedisIds:
         """One node from a ``redis://``, ``rediss://`` or ``unix://`` URL (``cluster=True``: a cluster)."""
+        check_replica_options(replicas, replica_timeout)
         client = client_from_url(
             url,
             cluster=cluster,
@@ -75,7 +101,13 @@ class RedisIds:
             socket_timeout=socket_timeout,
             **redis_kwargs,
         )
-        return cls(client, prefix=prefix)
+        return cls(
+            client,
+            prefix=prefix,
+            replicas=replicas,
+            replica_timeout=replica_timeout,
+            strict=strict,
+        )
 
     @classmethod
     def from_urls(
@@ -86,9 +118,13 @@ class RedisIds:
         connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
         socket_timeout: float = DEFAULT_SOCKET_TIMEOUT,
         retry_after: float = 2.0,
+        replicas: int = 0,
+        replica_timeout: float = DEFAULT_REPLICA_TIMEOUT,
+        strict: bool = False,
         **redis_kwargs: Any,
     ) -> RedisIds:
         """N independent nodes. Keep the order fixed: node k's index is its place in this list."""
+        check_replica_options(replicas, replica_timeout)
         if isinstance(urls, str) or not urls:
             raise ConfigError("from_urls needs a non-empty list of Redis URLs")
         if len(set(urls)) != len(urls):
@@ -102,12 +138,70 @@ class RedisIds:
             )
             for url in urls
         ]
-        return cls(clients, prefix=prefix, retry_after=retry_after)
+        return cls(
+            clients,
+            prefix=prefix,
+            retry_after=retry_after,
+            replicas=replicas,
+            replica_timeout=replica_timeout,
+            strict=strict,
+        )
 
     @classmethod
-    def embedded(cls, *, prefix: str = DEFAULT_PREFIX) -> RedisIds:
-        """An in-process fakeredis (needs the ``embedded`` extra); its data dies with the process."""
-        return cls(embedded_client(), prefix=prefix)
+    def from_sentinel(
+        cls,
+        sentinels: Sequence[str | tuple[str, int]],
+        service_name: str,
+        *,
+        prefix: str = DEFAULT_PREFIX,
+        connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
+        socket_timeout: float = DEFAULT_SOCKET_TIMEOUT,
+        retry_after: float = 2.0,
+        replicas: int = 0,
+        replica_timeout: float = DEFAULT_REPLICA_TIMEOUT,
+        strict: bool = False,
+        sentinel_kwargs: dict[str, Any] | None = None,
+        **redis_kwargs: Any,
+    ) -> RedisIds:
+        """One node: the master of ``service_name`` as the Redis Sentinels name it.
+
+        ``sentinels`` are ``"host:port"`` strings or ``(host, port)`` tuples. The master's address is
+        asked of the sentinels at every new connection, so after a failover the next call reaches
+        the new master; calls during the failover raise :class:`~sa_redis_ids.RedisUnavailable`.
+        Pair it with ``replicas=1`` so that values the old master issued but did not replicate are
+        never handed out. ``sentinel_kwargs`` go to the sentinel connections (e.g. their password),
+        the other keyword arguments to the master's.
+        """
+        check_replica_options(replicas, replica_timeout)
+        client = client_from_sentinel(
+            sentinels,
+            service_name,
+            connect_timeout=connect_timeout,
+            socket_timeout=socket_timeout,
+            sentinel_kwargs=sentinel_kwargs,
+            **redis_kwargs,
+        )
+        return cls(
+            client,
+            prefix=prefix,
+            retry_after=retry_after,
+            replicas=replicas,
+            replica_timeout=replica_timeout,
+            strict=strict,
+        )
+
+    @classmethod
+    def embedded(
+        cls, *, prefix: str = DEFAULT_PREFIX, replicas: int = 0, strict: bool = False
+    ) -> RedisIds:
+        """An in-process fakeredis (needs the ``embedded`` extra); its data dies with the process.
+
+        It has no replicas (``replicas`` must be 0) and never evicts (``strict`` changes nothing).
+        """
+        check_replica_options(replicas, DEFAULT_REPLICA_TIMEOUT)
+        if replicas:
+            raise ConfigError("the embedded Redis has no replicas: replicas must be 0")
+        return cls(embedded_client(), prefix=prefix, strict=strict)
 
     @classmethod
     def from_env(cls, url: str | None = None, **kwargs: Any) -> RedisIds:

@@ -92,7 +92,7 @@ def test_evictions_under_allkeys_lru(redis_servers: StartServers) -> None:
     evict everything it can (writes in that instant are refused with OOM, which the library
     reports as ``RedisUnavailable``), then the limit goes back up.
     """
-    server = RedisServer(extra=["--maxmemory", "8mb", "--maxmemory-policy", "allkeys-lru"])
+    server = RedisServer(args=["--maxmemory", "8mb", "--maxmemory-policy", "allkeys-lru"])
     server.start()
     try:
         load = Load({"urls": [server.url]}, prefix(), seconds=3.0)

@@ -8,6 +8,7 @@ redis-py's own retries are off: the node set decides what to do with a node that
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping, Sequence
 from functools import cache
 from typing import Any
 
@@ -15,6 +16,7 @@ import redis
 from redis.backoff import NoBackoff
 from redis.cluster import RedisCluster
 from redis.retry import Retry
+from redis.sentinel import Sentinel
 
 from sa_redis_ids.errors import ConfigError
 
@@ -46,6 +48,78 @@ def client_from_url(
         return RedisCluster.from_url(url, **options)
     options.setdefault("retry", Retry(NoBackoff(), 0))
     return redis.Redis.from_url(url, **options)
+
+
+def client_from_sentinel(
+    sentinels: Sequence[str | tuple[str, int]],
+    service_name: str,
+    *,
+    connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
+    socket_timeout: float = DEFAULT_SOCKET_TIMEOUT,
+    sentinel_kwargs: Mapping[str, Any] | None = None,
+    **kwargs: Any,
+) -> Any:
+    """A ``redis.Redis`` that writes to the current master of ``service_name`` behind Sentinel.
+
+    redis-py's ``Sentinel.master_for`` asks the sentinels for the master's address whenever it
+    connects, so after a failover the next connection reaches the new master. The sentinels and
+    the master get the same fail-fast timeouts and no redis-py retries as :func:`client_from_url`;
+    ``sentinel_kwargs`` (e.g. a sentinel password) apply to the sentinel connections only, the other
+    keyword arguments to the master's.
+    """
+    addresses = sentinel_addresses(sentinels)
+    if not isinstance(service_name, str) or not service_name:
+        raise ConfigError(f"service_name must be a non-empty str, not {service_name!r}")
+    timeouts = {"socket_connect_timeout": connect_timeout, "socket_timeout": socket_timeout}
+    options: dict[str, Any] = {**timeouts, **kwargs}
+    options.setdefault("retry", Retry(NoBackoff(), 0))
+    for_sentinels: dict[str, Any] = {
+        **timeouts,
+        "retry": Retry(NoBackoff(), 0),
+        **(sentinel_kwargs or {}),
+    }
+    sentinel: Any = Sentinel(addresses, sentinel_kwargs=for_sentinels, **options)  # type: ignore[no-untyped-call]
+    return sentinel.master_for(service_name)
+
+
+def sentinel_addresses(sentinels: object) -> list[tuple[str, int]]:
+    """``(host, port)`` pairs from ``"host:port"`` strings or ``(host, port)`` tuples; else raise."""
+    if isinstance(sentinels, (str, bytes)) or not isinstance(sentinels, Sequence) or not sentinels:
+        raise ConfigError(
+            "sentinels must be a non-empty list of 'host:port' strings or (host, port) tuples, "
+            f"not {sentinels!r}"
+        )
+    addresses: list[tuple[str, int]] = []
+    for item in sentinels:
+        host: object
+        port: object
+        if isinstance(item, str):
+            host, _, port_text = item.rpartition(":")
+            port = int(port_text) if port_text.isdigit() else None
+            host = host[1:-1] if host.startswith("[") and host.endswith("]") else host  # [::1]
+        elif isinstance(item, tuple) and len(item) == 2:
+            host, port = item
+        else:
+            host, port = None, None
+        if (
+            not isinstance(host, str)
+            or not host
+            or isinstance(port, bool)
+            or not isinstance(port, int)
+            or not 0 < port < 65536
+        ):
+            raise ConfigError(
+                f"sentinel {item!r} is not a 'host:port' string or a (host, port) tuple"
+            )
+        if (host, port) in addresses:
+            raise ConfigError(f"sentinel {host}:{port} is listed twice")
+        addresses.append((host, port))
+    return addresses
+
+
+def is_embedded(client: Any) -> bool:
+    """Whether ``client`` is the in-process fakeredis (no replicas, no eviction, no CONFIG)."""
+    return bool(client.__class__.__module__.startswith("fakeredis"))
 
 
 def embedded_client() -> Any:

@@ -5,6 +5,13 @@ With N independent nodes, node ``k`` only ever issues values of its own residue 
 connection or timeout error is marked down for ``retry_after`` seconds and skipped; only when every
 node fails does a call raise :class:`RedisUnavailable`. A failed call never produces a value, and a
 value a node issued but whose reply was lost is merely a gap: no other node can issue it.
+
+A node may also be a master with replicas (one server, a Sentinel service, a cluster). With
+``replicas=N`` every script waits for ``N`` replicas to acknowledge its write before its values are
+handed out (:mod:`sa_redis_ids.backend.replication`); answers that mean "a failover is under way"
+(``READONLY``, ``NOREPLICAS``, ``MOVED``, ``TRYAGAIN``, ``MASTERDOWN`` …) count as the node being
+unavailable, never as a script error. At its first use a node's eviction policy is checked
+(:mod:`sa_redis_ids.backend.eviction`).
 """
 
 from __future__ import annotations
@@ -17,51 +24,152 @@ from typing import Any, TypeVar
 
 import redis
 from redis.commands.core import Script
-from redis.exceptions import ClusterDownError, ClusterError
+from redis.exceptions import (
+    AskError,
+    ClusterDownError,
+    ClusterError,
+    OutOfMemoryError,
+    ReadOnlyError,
+    SlotNotCoveredError,
+    TryAgainError,
+)
+from redis.sentinel import SentinelConnectionPool
 
+from sa_redis_ids.backend.connect import is_embedded
+from sa_redis_ids.backend.eviction import eviction_risk, logger
+from sa_redis_ids.backend.replication import (
+    DEFAULT_REPLICA_TIMEOUT,
+    check_replica_options,
+    check_wait_fits,
+    run_acknowledged,
+    wait_milliseconds,
+)
 from sa_redis_ids.backend.scripts import script_source
-from sa_redis_ids.errors import RedisUnavailable, SaRedisIdsError, ScriptError, SequenceExhausted
+from sa_redis_ids.errors import (
+    ConfigError,
+    RedisUnavailable,
+    ReplicasNotAcknowledged,
+    SaRedisIdsError,
+    ScriptError,
+    SequenceExhausted,
+)
 
 T = TypeVar("T")
 
-#: Errors that mean "this node cannot answer now": skip it and try another.
+#: Errors that mean "this node cannot answer now": skip it and try another. Besides lost
+#: connections: a master demoted to replica (``READONLY``, also what Redis 7 answers before running a
+#: writing script on a replica), a cluster slot that moved or is migrating (``MOVED``, ``ASK``,
+#: ``TRYAGAIN``), a cluster or master that is down (``CLUSTERDOWN``, ``MASTERDOWN``), and a full
+#: server under ``noeviction`` (``OOM``): another node can still answer.
 NODE_DOWN_ERRORS: tuple[type[BaseException], ...] = (
-    redis.ConnectionError,
+    redis.ConnectionError,  # includes MasterNotFoundError (no sentinel knows a master)
     redis.TimeoutError,
-    ClusterDownError,
+    ClusterDownError,  # includes MasterDownError
     ClusterError,
+    SlotNotCoveredError,
+    ReadOnlyError,
+    AskError,  # includes MovedError
+    TryAgainError,
+    OutOfMemoryError,
+    ConnectionResetError,
+    BrokenPipeError,
 )
+
+#: Error replies without a redis-py class that also mean "not the master now": ``NOREPLICAS``
+#: (``min-replicas-to-write`` not met, e.g. during a failover) and ``UNBLOCKED`` (a ``WAIT`` cut
+#: short because its master was demoted). Redis 6 wraps errors of ``redis.call`` in "Error running
+#: script … -CODE …", hence the second form.
+FAILOVER_REPLIES = ("NOREPLICAS", "UNBLOCKED", "READONLY", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN")
+
+
+def is_failover_reply(error: redis.ResponseError) -> bool:
+    """Whether an error reply says the node is not (or not yet) a master that can take writes."""
+    text = str(error)
+    return text.startswith(FAILOVER_REPLIES) or any(
+        f"-{code} " in text for code in FAILOVER_REPLIES
+    )
 
 
 def describe_client(client: Any) -> str:
-    """A short human name for a client: ``host:port/db``, a socket path, or ``cluster@host:port``."""
+    """A short human name for a client: ``host:port/db``, a socket path, ``cluster@host:port`` or
+    ``sentinel:service@host:port,…`` (the sentinels asked for the master of ``service``)."""
     if client.__class__.__module__.startswith("fakeredis"):
         return "embedded"
     if hasattr(client, "get_nodes"):  # RedisCluster
         nodes = client.get_nodes()
         first = nodes[0] if nodes else None
         return f"cluster@{first.host}:{first.port}" if first else "cluster"
-    kwargs = client.connection_pool.connection_kwargs
+    pool = client.connection_pool
+    if isinstance(pool, SentinelConnectionPool):
+        sentinels = ",".join(
+            "{host}:{port}".format_map(sentinel.connection_pool.connection_kwargs)
+            for sentinel in pool.sentinel_manager.sentinels
+        )
+        return f"sentinel:{pool.service_name}@{sentinels}"
+    kwargs = pool.connection_kwargs
     if "path" in kwargs:
         return f"unix:{kwargs['path']}"
     return f"{kwargs.get('host', '?')}:{kwargs.get('port', '?')}/{kwargs.get('db', 0)}"
 
 
-class Node:
-    """One independent Redis deployment (a server or a whole cluster) and its position in the set."""
+def _is_ok(reply: Any) -> bool:
+    """Whether a script reply is ``{0, …}``: the script issued what it was asked for."""
+    return isinstance(reply, list) and bool(reply) and reply[0] == 0
 
-    def __init__(self, client: Any, *, index: int, count: int, name: str | None = None):
+
+def _hash_tag(key: Any) -> str | None:
+    """The namespace a key belongs to: its Redis Cluster hash tag (``prefix:{namespace}:…``)."""
+    text = key.decode() if isinstance(key, bytes) else str(key)
+    start = text.find("{")
+    end = text.find("}", start + 1)
+    return text[start + 1 : end] if 0 <= start < end else None
+
+
+class Node:
+    """One independent Redis deployment (a server, a Sentinel service or a whole cluster) and its
+    position in the set.
+
+    ``replicas``/``replica_timeout``: how many replicas must acknowledge each script's write, and how
+    long to wait for them. ``strict``: refuse, rather than warn about, an eviction policy that can
+    evict the library's keys.
+    """
+
+    def __init__(
+        self,
+        client: Any,
+        *,
+        index: int,
+        count: int,
+        name: str | None = None,
+        replicas: int = 0,
+        replica_timeout: float = DEFAULT_REPLICA_TIMEOUT,
+        strict: bool = False,
+    ):
         self.client = client
         self.index = index
         self.count = count
         self._name = name
         self.down_until = 0.0
+        self.replicas, self.replica_timeout = check_replica_options(replicas, replica_timeout)
+        if not isinstance(strict, bool):
+            raise ConfigError(f"strict must be True or False, not {strict!r}")
+        self.strict = strict
+        if self.replicas and is_embedded(client):
+            raise ConfigError(
+                "the embedded Redis has no replicas: replicas must be 0", node="embedded"
+            )
+        if self.replicas:
+            check_wait_fits(client, self.replica_timeout, node=self.name)
+        self._wait_ms = wait_milliseconds(self.replica_timeout)
         self._scripts: dict[str, Script] = {}
         self._lock = threading.Lock()
+        self._checked = False
+        self._refusal: str | None = None
 
     @property
     def name(self) -> str:
-        """``host:port/db``, ``unix:path``, ``cluster@host:port`` or ``embedded``."""
+        """``host:port/db``, ``unix:path``, ``cluster@host:port``, ``sentinel:service@…`` or
+        ``embedded``."""
         if self._name is None:
             self._name = describe_client(self.client)
         return self._name
@@ -81,9 +189,52 @@ class Node:
         """Run script ``lua/<name>.lua`` on this node and return its raw reply.
 
         Every script call of the library goes through here, so how a call reaches the node (and
-        what it waits for after the write) is decided in one place.
+        what it waits for after the write) is decided in one place. With ``replicas=0`` it is
+        redis-py's ``Script`` call; otherwise the script and ``WAIT`` share one round trip, and an ok
+        reply that fewer than ``replicas`` replicas acknowledged raises
+        :class:`ReplicasNotAcknowledged` (its values are never handed out).
         """
-        return self.script(name)(keys=keys, args=args)
+        if not self._checked:
+            self.first_use(_hash_tag(keys[0]) if keys else None)
+        if not self.replicas:
+            return self.script(name)(keys=keys, args=args)
+        reply, acknowledged = run_acknowledged(
+            self.client,
+            self.script(name),
+            keys,
+            args,
+            replicas=self.replicas,
+            timeout_ms=self._wait_ms,
+        )
+        if acknowledged < self.replicas and _is_ok(reply):
+            raise ReplicasNotAcknowledged(
+                f"{acknowledged} of {self.replicas} replicas acknowledged the write within "
+                f"{self._wait_ms} ms; its values are dropped",
+                namespace=_hash_tag(keys[0]) if keys else None,
+                node=self.name,
+                required=self.replicas,
+                acknowledged=acknowledged,
+            )
+        return reply
+
+    def first_use(self, namespace: str | None = None) -> None:
+        """Check, once per node, that Redis will not evict the library's keys.
+
+        Runs before the node's first script. A policy that can evict logs a warning on the
+        ``sa_redis_ids`` logger, or with ``strict=True`` raises :class:`ConfigError` now and on
+        every later call. A connection error leaves the node unchecked until its next use.
+        """
+        with self._lock:
+            if not self._checked and self._refusal is None:
+                risk = eviction_risk(self.client, self.name)
+                if risk is not None and self.strict:
+                    self._refusal = risk
+                else:
+                    if risk is not None:
+                        logger.warning("%s (node=%s)", risk, self.name)
+                    self._checked = True
+        if self._refusal is not None:
+            raise ConfigError(self._refusal, namespace=namespace, node=self.name)
 
     # Residue classes: node ``index`` of ``count`` turns its counter ``c`` (1, 2, 3 …) into the value
     # ``start + (c − 1)·count + index``, so the nodes' values never meet.
@@ -119,12 +270,23 @@ class NodeSet:
         names: Sequence[str] | None = None,
         retry_after: float = 2.0,
         clock: Callable[[], float] = time.monotonic,
+        replicas: int = 0,
+        replica_timeout: float = DEFAULT_REPLICA_TIMEOUT,
+        strict: bool = False,
     ):
         if not clients:
             raise ValueError("at least one Redis client is needed")
         count = len(clients)
         self.nodes = [
-            Node(client, index=i, count=count, name=names[i] if names else None)
+            Node(
+                client,
+                index=i,
+                count=count,
+                name=names[i] if names else None,
+                replicas=replicas,
+                replica_timeout=replica_timeout,
+                strict=strict,
+            )
             for i, client in enumerate(clients)
         ]
         self.retry_after = retry_after
@@ -138,7 +300,9 @@ class NodeSet:
         """Run ``action`` on the next node in turn, moving on to the others if it is down.
 
         Nodes marked down are tried only after every healthy node failed. Errors other than
-        connection failures (a script status, a wrong key type) propagate at once.
+        connection failures (a script status, a wrong key type) propagate at once. When every
+        node failed only for want of replica acknowledgements, the error raised is
+        :class:`ReplicasNotAcknowledged`.
         """
         start = next(self._turn) % len(self.nodes)
         order = self.nodes[start:] + self.nodes[:start]
@@ -151,20 +315,35 @@ class NodeSet:
                 return self.on(node, namespace, action)
             except RedisUnavailable as exc:
                 errors[node.name] = exc.__cause__ or exc
+        unacknowledged = [e for e in errors.values() if isinstance(e, ReplicasNotAcknowledged)]
+        if len(unacknowledged) == len(errors):
+            raise ReplicasNotAcknowledged(
+                "no Redis node had its write acknowledged by enough replicas",
+                namespace=namespace,
+                errors=errors,
+                required=unacknowledged[0].required,
+                acknowledged=max(e.acknowledged for e in unacknowledged),
+            )
         raise RedisUnavailable("no Redis node could answer", namespace=namespace, errors=errors)
 
     def on(self, node: Node, namespace: str, action: Callable[[Node], T]) -> T:
-        """Run ``action`` on one given node, translating redis-py errors to the library's."""
+        """Run ``action`` on one given node, translating redis-py errors to the library's.
+
+        Connection failures and the answers of a node in the middle of a failover become
+        :class:`RedisUnavailable` and mark the node down for ``retry_after`` seconds.
+        """
         try:
             result = action(node)
+        except ReplicasNotAcknowledged:
+            node.down_until = self._clock() + self.retry_after
+            raise
         except SaRedisIdsError:
             raise
         except NODE_DOWN_ERRORS as exc:
-            node.down_until = self._clock() + self.retry_after
-            raise RedisUnavailable(
-                f"Redis node is unavailable: {exc}", namespace=namespace, node=node.name
-            ) from exc
+            raise self._unavailable(node, namespace, exc) from exc
         except redis.ResponseError as exc:
+            if is_failover_reply(exc):
+                raise self._unavailable(node, namespace, exc) from exc
             if "overflow" in str(exc):
                 raise SequenceExhausted(
                     "counter would pass a signed 64-bit integer",
@@ -174,6 +353,14 @@ class NodeSet:
             raise ScriptError(f"Redis refused: {exc}", namespace=namespace, node=node.name) from exc
         node.down_until = 0.0
         return result
+
+    def _unavailable(self, node: Node, namespace: str, exc: BaseException) -> RedisUnavailable:
+        node.down_until = self._clock() + self.retry_after
+        return RedisUnavailable(
+            f"Redis node is unavailable: {type(exc).__name__}: {exc}",
+            namespace=namespace,
+            node=node.name,
+        )
 
     def each(self, namespace: str, action: Callable[[Node], T]) -> list[T]:
         """Run ``action`` on every node (maintenance, stats); raise if any node fails."""

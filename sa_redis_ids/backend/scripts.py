@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from functools import cache
 from importlib import resources
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import Any, NoReturn, Protocol
 
 from sa_redis_ids.errors import (
     ClockMovedBackwards,
@@ -22,8 +22,13 @@ from sa_redis_ids.errors import (
     SequenceExhausted,
 )
 
-if TYPE_CHECKING:
-    from sa_redis_ids.backend.nodes import Node
+
+class Named(Protocol):
+    """What error mapping needs of a node: its name (a :class:`~sa_redis_ids.backend.nodes.Node`)."""
+
+    @property
+    def name(self) -> str: ...
+
 
 STATUS_OK = 0
 STATUS_EXHAUSTED = 1
@@ -68,7 +73,7 @@ def reply_text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
-def check_reply(reply: Any, *, namespace: str, node: Node, claim: str = "") -> list[Any]:
+def check_reply(reply: Any, *, namespace: str, node: Named, claim: str = "") -> list[Any]:
     """Return the payload of an ok reply; raise the exception a status code stands for."""
     if not isinstance(reply, list) or not reply:
         raise ScriptError(f"unexpected script reply {reply!r}", namespace=namespace, node=node.name)
@@ -80,7 +85,7 @@ def check_reply(reply: Any, *, namespace: str, node: Node, claim: str = "") -> l
 
 
 def raise_for_status(
-    status: int, payload: list[Any], *, namespace: str, node: Node, claim: str = ""
+    status: int, payload: list[Any], *, namespace: str, node: Named, claim: str = ""
 ) -> NoReturn:
     """Map a script's failure code to its exception (the only such mapping in the package)."""
     where = {"namespace": namespace, "node": node.name}

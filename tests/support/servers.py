@@ -6,10 +6,12 @@ Every process started here is stopped by its own process id; nothing else is tou
 from __future__ import annotations
 
 import random
+import signal
 import socket
 import subprocess
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import redis
@@ -41,15 +43,10 @@ class RedisServer:
     """One ``redis-server`` process on a free loopback port; ``stop()``/``start()`` keep the port."""
 
     def __init__(
-        self,
-        *,
-        cluster: bool = False,
-        directory: Path | None = None,
-        extra: list[str] | None = None,
+        self, *, cluster: bool = False, directory: Path | None = None, args: Sequence[str] = ()
     ):
         self.cluster = cluster
-        self.extra = list(extra or [])
-        """More ``redis-server`` arguments (``--maxmemory 2mb`` …)."""
+        self.args = list(args)  # extra redis-server options, after (so overriding) the defaults
         self.port = free_port(with_bus=cluster)
         self.dir = directory or Path(tempfile.mkdtemp(prefix="sa_redis_ids_test_"))
         self.process: subprocess.Popen[bytes] | None = None
@@ -87,7 +84,7 @@ class RedisServer:
                 "--cluster-node-timeout",
                 "5000",
             ]
-        args += self.extra
+        args += self.args
         self.process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + 10
         while True:
@@ -99,13 +96,6 @@ class RedisServer:
                     raise RuntimeError(f"redis-server on port {self.port} did not start") from None
                 time.sleep(0.02)
 
-    def kill(self) -> None:
-        """SIGKILL this process (by its pid), as a crash would; ``start()`` brings it back empty."""
-        if self.process is not None and self.process.poll() is None:
-            self.process.kill()
-            self.process.wait()
-        self.process = None
-
     def stop(self) -> None:
         """Stop this process (by its pid) and wait for it to exit."""
         if self.process is not None and self.process.poll() is None:
@@ -116,6 +106,27 @@ class RedisServer:
                 self.process.kill()
                 self.process.wait()
         self.process = None
+
+    def kill(self) -> None:
+        """SIGKILL this process (by its pid), as a crash would, and reap it."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+        self.process = None
+
+    def pause(self) -> None:
+        """SIGSTOP this process: it keeps its connections open but answers nothing."""
+        if self.process is not None:
+            self.process.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        """SIGCONT a paused process."""
+        if self.process is not None:
+            self.process.send_signal(signal.SIGCONT)
+
+    @property
+    def running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
 
 
 class RedisClusterProcesses:

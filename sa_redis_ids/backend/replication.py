@@ -1,0 +1,132 @@
+"""Acknowledged writes: a script and ``WAIT`` in one round trip, so only replicated values go out.
+
+Redis replicates asynchronously: a master can run a script, answer, and die before any replica
+received the write; the replica promoted in its place then issues the same values again. With
+``replicas=N`` every script is sent together with ``WAIT N timeout_ms`` in one non-transactional
+pipeline on one connection (``WAIT`` counts the replicas that received the writes *of its own
+connection*), and the caller hands the values out only when ``N`` replicas acknowledged them.
+
+redis-py's ``Script`` is not used inside the pipeline: there it sends ``SCRIPT EXISTS`` before every
+execute, a second round trip. The pipeline sends ``EVALSHA`` with the script's digest and, on
+``NOSCRIPT``, loads the script and sends it again once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import redis
+from redis.cluster import RedisCluster
+from redis.commands.core import Script
+from redis.exceptions import AskError, NoScriptError, RedisClusterException
+
+from sa_redis_ids.errors import ConfigError
+
+#: Seconds ``WAIT`` waits for the replicas by default: below the default socket timeout (1 s), so a
+#: missing replica shows as :class:`~sa_redis_ids.ReplicasNotAcknowledged`, not as a socket timeout.
+DEFAULT_REPLICA_TIMEOUT = 0.5
+
+
+def check_replica_options(replicas: object, replica_timeout: object) -> tuple[int, float]:
+    """Validate ``replicas`` (an int >= 0) and ``replica_timeout`` (finite seconds > 0)."""
+    if isinstance(replicas, bool) or not isinstance(replicas, int) or replicas < 0:
+        raise ConfigError(f"replicas must be an int >= 0, not {replicas!r}")
+    if (
+        isinstance(replica_timeout, bool)
+        or not isinstance(replica_timeout, (int, float))
+        or not math.isfinite(replica_timeout)
+        or replica_timeout <= 0
+    ):
+        raise ConfigError(
+            f"replica_timeout must be a finite number of seconds > 0, not {replica_timeout!r}"
+        )
+    return replicas, float(replica_timeout)
+
+
+def socket_timeout_of(client: Any) -> float | None:
+    """The read timeout a client's connections use, where it can be read (``None``: none or unknown)."""
+    if isinstance(client, RedisCluster):
+        kwargs = client.nodes_manager.connection_kwargs
+    else:
+        pool = getattr(client, "connection_pool", None)
+        kwargs = getattr(pool, "connection_kwargs", {})
+    value = kwargs.get("socket_timeout")
+    return float(value) if isinstance(value, (int, float)) else None
+
+
+def check_wait_fits(client: Any, replica_timeout: float, *, node: str) -> None:
+    """Refuse a ``replica_timeout`` the client's socket timeout would cut short.
+
+    ``WAIT`` answers only after up to ``replica_timeout``; a socket that gives up first turns
+    "replicas did not acknowledge" into a connection timeout and a needlessly dropped connection.
+    """
+    socket_timeout = socket_timeout_of(client)
+    if socket_timeout is not None and replica_timeout >= socket_timeout:
+        raise ConfigError(
+            f"replica_timeout ({replica_timeout:g} s) must be shorter than the client's "
+            f"socket_timeout ({socket_timeout:g} s), or the socket gives up before WAIT answers",
+            node=node,
+        )
+
+
+def wait_milliseconds(replica_timeout: float) -> int:
+    """``replica_timeout`` as the whole milliseconds ``WAIT`` takes (at least 1: 0 waits forever)."""
+    return max(1, math.ceil(replica_timeout * 1000))
+
+
+def run_acknowledged(
+    client: Any,
+    script: Script,
+    keys: Sequence[Any],
+    args: Sequence[Any],
+    *,
+    replicas: int,
+    timeout_ms: int,
+) -> tuple[Any, int]:
+    """Run ``script`` and ``WAIT replicas timeout_ms`` in one round trip.
+
+    Returns the script's reply and the number of replicas that acknowledged. On a ``RedisCluster``
+    the pipeline runs on the master that owns the first key's slot; a ``MOVED``/``ASK`` answer or a
+    lost connection refreshes the slot map (so the next call finds the new owner) and is raised.
+    """
+    if not isinstance(client, RedisCluster):
+        return _pipelined(client, script, keys, args, replicas, timeout_ms)
+    cluster: Any = client  # redis-py's cluster methods are untyped
+    master = cluster.get_redis_connection(cluster.get_node_from_key(keys[0]))
+    try:
+        return _pipelined(master, script, keys, args, replicas, timeout_ms)
+    except (AskError, redis.ConnectionError, redis.TimeoutError):
+        _refresh_slots(client)
+        raise
+
+
+def _pipelined(
+    client: Any,
+    script: Script,
+    keys: Sequence[Any],
+    args: Sequence[Any],
+    replicas: int,
+    timeout_ms: int,
+) -> tuple[Any, int]:
+    for attempt in (1, 2):
+        with client.pipeline(transaction=False) as pipe:
+            pipe.evalsha(script.sha, len(keys), *keys, *args)
+            pipe.execute_command("WAIT", replicas, timeout_ms)
+            reply, acknowledged = pipe.execute(raise_on_error=False)
+        if isinstance(reply, NoScriptError) and attempt == 1:
+            client.script_load(script.script)
+            continue
+        for result in (reply, acknowledged):
+            if isinstance(result, BaseException):
+                raise result
+        return reply, int(acknowledged)
+    raise AssertionError("unreachable: the second attempt returns or raises")
+
+
+def _refresh_slots(client: RedisCluster) -> None:
+    """Re-read the cluster's slot map; a cluster that cannot answer now keeps the old one."""
+    with contextlib.suppress(redis.RedisError, RedisClusterException):
+        client.nodes_manager.initialize()
