@@ -3,6 +3,8 @@
 -- KEYS[2]  node claim key of the namespace
 -- KEYS[3]  running total of the positions ever taken by this script on this node (never lowered;
 --          a total below what a process received means the node lost or rewound its state)
+-- KEYS[4]  generation: a token that changes whenever a process heals the bitmap, so that every
+--          other process re-marks its own positions too
 -- ARGV[1]  this node's claim, "index/count|config"
 -- ARGV[2]  bits, the size of this node's share (bits at or past it are never used)
 -- ARGV[3]  n, how many positions to take
@@ -12,19 +14,30 @@
 --          process received from the node
 -- ARGV[6]  "1": report a missing total (the generator has a floor to apply first), "0": a
 --          missing total with no guard is a new pool
--- Returns  {0, "p1,p2,…", total}    the positions taken, in order, as one comma-separated string,
---                                   and the running total after them
+-- ARGV[7]  the generation this process last saw ("": none yet)
+-- ARGV[8]  a new generation token, set when the node has none and this process saw none
+-- Returns  {0, "p1,p2,…", total, generation}: the positions taken, in order, as one
+--                                   comma-separated string, the running total after them, and
+--                                   the generation
 --          {1, positions taken}     the share has fewer free positions than asked: nothing taken
 --          {2, recorded claim}      node claim mismatch: nothing taken
---          {6, total or ""}         the bitmap must be healed first (short_id_heal.lua): the
---                                   total is missing or below the guard; nothing taken
+--          {6, total or "", generation or ""}  the bitmap must be healed first
+--                                   (short_id_heal.lua): the total is missing or below the
+--                                   guard, or the generation is not the one this process saw;
+--                                   nothing taken
 local recorded = claim_node(KEYS[2], ARGV[1])
 if recorded then
   return {2, recorded}
 end
 local total = redis.call('GET', KEYS[3])
-if (not total and (ARGV[5] ~= '0' or ARGV[6] == '1')) or (total and dec_gt(ARGV[5], total)) then
-  return {6, total or ''}
+local generation = redis.call('GET', KEYS[4])
+if (not total and (ARGV[5] ~= '0' or ARGV[6] == '1')) or (total and dec_gt(ARGV[5], total))
+    or (ARGV[7] ~= '' and generation ~= ARGV[7]) then
+  return {6, total or '', generation or ''}
+end
+if not generation then
+  generation = ARGV[8]
+  redis.call('SET', KEYS[4], generation)
 end
 local key = KEYS[1]
 local bits = tonumber(ARGV[2])
@@ -138,4 +151,4 @@ for first = 1, n, CHUNK do
     end
   end
 end
-return {0, table.concat(taken, ','), redis.call('INCRBY', KEYS[3], n)}
+return {0, table.concat(taken, ','), redis.call('INCRBY', KEYS[3], n), generation}

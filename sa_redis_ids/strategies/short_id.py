@@ -32,9 +32,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from sa_redis_ids.backend.scripts import NeedsFloor, check_reply
+from sa_redis_ids.backend.scripts import NeedsFloor, check_reply, reply_text
 from sa_redis_ids.bounds import BIGINT_MAX
-from sa_redis_ids.errors import ConfigError, RedisUnavailable, ScriptError, SequenceExhausted
+from sa_redis_ids.errors import ConfigError, RedisUnavailable, SequenceExhausted
 from sa_redis_ids.strategies.base import IdGenerator, check_int_option
 from sa_redis_ids.strategies.highwater import checked_floor
 
@@ -47,6 +47,9 @@ MAX_BATCH = 50_000
 """The most values one ``next_ids`` (or one ``reserve`` round trip) handles."""
 CHUNK_BITS = 32_768
 """Positions per chunk of a process's record of what it took (4 KB each, made when first used)."""
+HEAL_ATTEMPTS = 12
+"""Take attempts of one call: after a loss, processes that heal one after the other each start a
+new generation once, and every other process marks its own positions again at most that often."""
 HEAL_BYTES = 1 << 20
 """Bytes of known positions sent per heal round trip."""
 
@@ -131,7 +134,10 @@ class ShortIdGenerator(IdGenerator[int]):
         self.bitmap_key = self.keys.key(self.strategy)
         self.total_key = self.keys.key(self.strategy, "total")
         self._scratch_key = self.keys.key(self.strategy, "heal")
+        self.generation_key = self.keys.key(self.strategy, "gen")
         self._taken = [TakenPositions() for _ in nodes.nodes]
+        self._generations: list[str] = ["" for _ in nodes.nodes]
+        """Per node: the bitmap generation this process last saw (changes at every heal)."""
 
     @property
     def max_value(self) -> int:
@@ -173,11 +179,11 @@ class ShortIdGenerator(IdGenerator[int]):
                 with high.first_use(node.index):  # once per process and node, at first use
                     if not high.consulted(node.index):
                         self._heal(node, claim, floor=True)
-            for _ in range(2):
+            for _ in range(HEAL_ATTEMPTS):
                 guard = high.mark(node.index) or 0
                 reply = node.run(
                     "short_id",
-                    keys=[self.bitmap_key, self.claim_key, self.total_key],
+                    keys=[self.bitmap_key, self.claim_key, self.total_key, self.generation_key],
                     args=[
                         claim,
                         bits,
@@ -185,22 +191,30 @@ class ShortIdGenerator(IdGenerator[int]):
                         secrets.token_bytes(6 * n),
                         guard,
                         "0" if self._floor is None else "1",
+                        self._generations[node.index],
+                        secrets.token_hex(8),
                     ],
                 )
                 try:
-                    text, total = check_reply(
+                    text, total, generation = check_reply(
                         reply, namespace=self.namespace, node=node, claim=claim
                     )
-                except NeedsFloor:
-                    self._heal(node, claim, floor=self._floor is not None, rewound=True)
+                except NeedsFloor as exc:
+                    now = exc.detail[0]
+                    # Below this process's mark: this process found the loss, and a new generation
+                    # makes every other process mark its own positions again at its next call.
+                    lost = not now or int(now) < guard
+                    self._heal(node, claim, floor=self._floor is not None, rewound=lost)
                     continue
                 positions = [int(bit) for bit in text.split(b",")]
                 self._taken[node.index].add(positions)
+                self._generations[node.index] = reply_text(generation)
                 high.saw(node.index, int(total))
                 first, step = self.offset + node.index, node.count
                 return [first + position * step for position in positions]
-            raise ScriptError(  # pragma: no cover - the heal raises the total to the guard
-                "the short ID script asked for a heal twice",
+            raise RedisUnavailable(
+                f"the node's bitmap was healed by other processes {HEAL_ATTEMPTS} times while "
+                "this call tried to take values; try again",
                 namespace=self.namespace,
                 node=node.name,
             )
@@ -209,7 +223,12 @@ class ShortIdGenerator(IdGenerator[int]):
 
     def _heal(self, node: Node, claim: str, *, floor: bool, rewound: bool = False) -> None:
         """Mark taken on ``node`` every position this process took and, with ``floor``, every
-        value of the floor in ``node``'s share; raise the node's total to this process's mark."""
+        value of the floor in ``node``'s share; raise the node's total to this process's mark.
+
+        ``rewound``: this process found the loss (the total was below its mark), so the heal
+        starts a new generation and every other process marks its own positions again at its
+        next call; a process that only saw another generation adopts it after marking its own.
+        """
         known = TakenPositions()
         if floor:
             assert self._floor is not None
@@ -233,32 +252,40 @@ class ShortIdGenerator(IdGenerator[int]):
             )
         pieces = self._taken[node.index].pieces() + known.pieces()
         guard = str(self.high.mark(node.index) or 0)
+        rotate = secrets.token_hex(8) if rewound else ""
         added = 0
-        batch: list[Any] = []
+        batches: list[list[Any]] = [[]]
         size = 0
-        for at, (offset, data) in enumerate(pieces):
-            batch += [offset, data]
+        for offset, data in pieces:
+            if size >= HEAL_BYTES:
+                batches.append([])
+                size = 0
+            batches[-1] += [offset, data]
             size += len(data)
-            if size >= HEAL_BYTES or at == len(pieces) - 1:
-                added += self._heal_call(node, claim, guard, batch)
-                batch, size = [], 0
-        if not pieces:
-            self._heal_call(node, claim, guard, [])
+        for batch in batches:
+            reply = node.run(
+                "short_id_heal",
+                keys=[
+                    self.bitmap_key,
+                    self.claim_key,
+                    self.total_key,
+                    self._scratch_key,
+                    self.generation_key,
+                ],
+                args=[claim, guard, rotate, secrets.token_hex(8), *batch],
+            )
+            changed, generation = check_reply(
+                reply, namespace=self.namespace, node=node, claim=claim
+            )
+            added += int(changed)
+            rotate = ""
+        self._generations[node.index] = reply_text(generation)
         if floor:
             self.high.set_consulted(node.index)
         if rewound or added:
             self.high.healed(
                 node.name, "a lost or rewound bitmap", f"{added} positions marked taken again"
             )
-
-    def _heal_call(self, node: Node, claim: str, guard: str, pieces: list[Any]) -> int:
-        reply = node.run(
-            "short_id_heal",
-            keys=[self.bitmap_key, self.claim_key, self.total_key, self._scratch_key],
-            args=[claim, guard, *pieces],
-        )
-        (added,) = check_reply(reply, namespace=self.namespace, node=node, claim=claim)
-        return int(added)
 
     def _take(self, n: int) -> list[int]:
         try:

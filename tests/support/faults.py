@@ -66,6 +66,8 @@ class Drawn:
     values: list[Any] = field(default_factory=list)
     errors: Counter[str] = field(default_factory=Counter)
     rewinds: int = 0
+    within: int = 0
+    """Values one process received more than once (summed over the processes)."""
 
     def duplicates(self) -> int:
         """How many values were handed out more than once (each extra copy counts)."""
@@ -142,6 +144,7 @@ def run_with_fault(
                 merged[label].values.extend(drawn.values)
                 merged[label].errors.update(drawn.errors)
                 merged[label].rewinds += drawn.rewinds
+                merged[label].within += drawn.duplicates()
         return merged
     finally:
         for worker in workers:
@@ -154,6 +157,6 @@ def report(results: dict[str, Drawn]) -> str:
     """One line per generator: values, duplicates, heals and errors (printed by the fault tests)."""
     return "\n".join(
         f"{label:10} values={len(d.values):7} duplicates={d.duplicates():5} "
-        f"rewinds={d.rewinds:3} errors={dict(d.errors)}"
+        f"(within one process {d.within}) rewinds={d.rewinds:3} errors={dict(d.errors)}"
         for label, d in results.items()
     )
