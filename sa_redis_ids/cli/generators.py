@@ -135,14 +135,23 @@ def generator_from_nodes(
     ids: RedisIds, namespace: str, args: argparse.Namespace, *, default: str | None = None
 ) -> tuple[IdGenerator[Any], bool]:
     """The generator the node claims describe (``--strategy`` picks among several), checked
-    against the options given; returns it and True.
+    against the options given; returns it and True. A ``--strategy`` the nodes record no claim of,
+    while they record others for the namespace, is refused as a likely mistake.
 
     When no node records a claim: a generator of ``--strategy`` (else ``default``) from the options
     given and the library's defaults, and False; with neither, a :class:`ConfigError`: the
     application's options are unknown and would be guessed.
     """
     strategy: str | None = args.strategy
-    found = claimed_kinds(ids, namespace, [strategy] if strategy else list(KINDS))
+    found = claimed_kinds(ids, namespace, list(KINDS))
+    if strategy is not None and strategy not in found and found:
+        raise ConfigError(
+            f"the nodes record no {strategy} claim for this namespace, only "
+            f"{', '.join(map(repr, found.values()))}; check the namespace and --strategy",
+            namespace=namespace,
+        )
+    if strategy is not None:
+        found = {kind: config for kind, config in found.items() if kind == strategy}
     if len(found) > 1:
         raise ConfigError(
             f"the nodes record claims of several strategies for this namespace "

@@ -156,6 +156,7 @@ def build(args: argparse.Namespace) -> Maintenance:
             "created"
         )
     ids = redis_ids_from(args)
+    maintenance = ids.maintenance(keep_days=args.keep_days, precreate=False)
     for kind, namespace in named:
         if generator_from_claims(ids, namespace, kind) is None:
             raise ConfigError(
@@ -163,7 +164,7 @@ def build(args: argparse.Namespace) -> Maintenance:
                 "(the application has not used it here, or Redis lost its data)",
                 namespace=namespace,
             )
-    return ids.maintenance(keep_days=args.keep_days, precreate=False)
+    return maintenance  # it walks the generators made since
 
 
 def describe(summary: MaintenanceSummary) -> str:
