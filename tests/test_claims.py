@@ -62,7 +62,7 @@ def test_date_prefixed_ensure_at_least_with_another_length_is_refused(backend: B
     first = app.next_id()
     today = redis_today(ids, "UTC")
     other = backend.ids().date_prefixed("invoices", length=18, tz="UTC")
-    with pytest.raises(ConfigError, match="length=19.*length=18"):
+    with pytest.raises(ConfigError, match=r"length=19.*length=18"):
         other.ensure_at_least(other.compose(today, 900))
     field = today.strftime("%Y%m%d")
     assert text(backend.client.hget(app._store_key(), field)) == "1"
@@ -75,7 +75,7 @@ def test_daily_code_ensure_at_least_with_other_digits_is_refused(backend: Backen
     app.next_id()
     today = redis_today(ids, "UTC")
     other = backend.ids().daily_code("codes", digits=4, tz="UTC")
-    with pytest.raises(ConfigError, match="digits=6.*digits=4"):
+    with pytest.raises(ConfigError, match=r"digits=6.*digits=4"):
         other.ensure_at_least(other.compose(today, 9000))
     assert app.next_id() == app.compose(today, 2)
 
@@ -84,7 +84,7 @@ def test_short_id_reserve_with_another_pool_is_refused(backend: Backend) -> None
     app = backend.ids().short_id("members", pool_size=100, offset=1000)
     app.next_ids(5)
     other = backend.ids().short_id("members", pool_size=200, offset=1000)
-    with pytest.raises(ConfigError, match="pool_size=100.*pool_size=200"):
+    with pytest.raises(ConfigError, match=r"pool_size=100.*pool_size=200"):
         other.reserve([1150, 1010])
     assert int(backend.client.bitcount(app.bitmap_key)) == 5
     assert app.stats().issued == 5
