@@ -51,7 +51,7 @@ GENERATOR_OPTIONS = [
 ]
 
 
-def add_generator_options(parser: argparse.ArgumentParser | Any) -> None:
+def add_generator_options(parser: argparse.ArgumentParser) -> None:
     """The options of :data:`GENERATOR_OPTIONS`, all defaulting to "not given" (None)."""
     group = parser.add_argument_group(
         "generator options (without --app; default: what the nodes record for the namespace, "
