@@ -411,15 +411,18 @@ class RedisIds:
         *,
         lock_ttl: float = DEFAULT_LOCK_TTL,
         fill_warning: float = DEFAULT_FILL_WARNING,
+        precreate: bool = True,
     ) -> Maintenance:
         """The maintenance job of this instance's generators (see :mod:`sa_redis_ids.maintenance`):
-        pre-create upcoming day counters, purge days older than ``keep_days``, report pool fill."""
+        pre-create upcoming day counters (unless ``precreate=False``), purge days older than
+        ``keep_days``, report pool fill."""
         return Maintenance(
             self,
             keep_days=keep_days,
             precreate_days=precreate_days,
             lock_ttl=lock_ttl,
             fill_warning=fill_warning,
+            precreate=precreate,
         )
 
     def lock(

@@ -6,10 +6,14 @@ import os
 import shutil
 import subprocess
 import sys
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import redis
 
+from sa_redis_ids import RedisIds
 from sa_redis_ids.cli import build_parser, main
 from tests.support.services import REDIS_URL
 
@@ -47,15 +51,63 @@ def test_next_prints_count_ids(capsys: pytest.CaptureFixture[str]) -> None:
     assert capsys.readouterr().out.split() == ["10", "11", "12", "13"]
 
 
-def test_next_on_a_real_redis(capsys: pytest.CaptureFixture[str], real_redis: object) -> None:
-    prefix = f"cli{os.getpid()}"
-    try:
-        assert main(["next", "users", "-n", "2", "--redis-url", REDIS_URL, "--prefix", prefix]) == 0
-        assert main(["next", "users", "--redis-url", REDIS_URL, "--prefix", prefix]) == 0
-        assert capsys.readouterr().out.split() == ["1", "2", "3"]
-    finally:
-        for key in real_redis.scan_iter(match=f"{prefix}:*"):  # type: ignore[attr-defined]
-            real_redis.delete(key)  # type: ignore[attr-defined]
+@pytest.fixture
+def redis_prefix(real_redis: redis.Redis) -> Iterator[str]:
+    prefix = f"cli{uuid.uuid4().hex[:12]}"
+    yield prefix
+    for key in list(real_redis.scan_iter(match=f"{prefix}:*")):
+        real_redis.delete(key)
+
+
+def on_redis(prefix: str, *argv: str) -> list[str]:
+    return [*argv, "--redis-url", REDIS_URL, "--prefix", prefix]
+
+
+def test_next_on_a_real_redis_starts_a_new_namespace_only_with_new(
+    capsys: pytest.CaptureFixture[str], redis_prefix: str, real_redis: redis.Redis
+) -> None:
+    assert main(on_redis(redis_prefix, "next", "users", "-n", "2")) == 1
+    err = capsys.readouterr().err
+    assert "records no claim for this namespace" in err and "--new" in err
+    assert list(real_redis.scan_iter(match=f"{redis_prefix}:*")) == [], "nothing was written"
+    assert main(on_redis(redis_prefix, "next", "users", "-n", "2", "--new")) == 0
+    assert main(on_redis(redis_prefix, "next", "users")) == 0
+    assert capsys.readouterr().out.split() == ["1", "2", "3"]
+
+
+def test_next_takes_the_options_the_nodes_record(
+    capsys: pytest.CaptureFixture[str], redis_prefix: str
+) -> None:
+    ids = RedisIds.from_url(REDIS_URL, prefix=redis_prefix)
+    assert ids.short_id("members", pool_size=10, offset=500).next_ids(9)
+    assert ids.sequence("users", start=0).next_ids(2) == [0, 1]
+    assert main(on_redis(redis_prefix, "next", "users")) == 0
+    assert main(on_redis(redis_prefix, "next", "members")) == 0
+    users, member = capsys.readouterr().out.split()
+    assert users == "2"
+    assert (
+        500 <= int(member) < 510
+        and ids.short_id("members", pool_size=10, offset=500).stats().free == 0
+    )
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        (["--start", "1"], "start=1 differs from the claim"),
+        (["--strategy", "date_prefixed"], "record no date_prefixed claim for this namespace"),
+        (["--fmt", "YYMMDD"], "--fmt is not an option of a sequence generator"),
+    ],
+)
+def test_next_refuses_options_other_than_the_recorded_ones(
+    options: list[str], message: str, capsys: pytest.CaptureFixture[str], redis_prefix: str
+) -> None:
+    users = RedisIds.from_url(REDIS_URL, prefix=redis_prefix).sequence("users", start=0)
+    users.next_id()
+    assert main(on_redis(redis_prefix, "next", "users", *options)) == 1
+    err = capsys.readouterr().err
+    assert message in err and len(err.splitlines()) == 1
+    assert users.next_id() == 1, "nothing was taken"
 
 
 @pytest.mark.parametrize(
@@ -67,7 +119,7 @@ def test_next_on_a_real_redis(capsys: pytest.CaptureFixture[str], real_redis: ob
         (["nosuch"], "invalid choice"),
         (["next", "bad name"], "may only hold"),
         (["next", "users", "--redis-url", "http://x"], "must start with"),
-        (["next", "users", "--redis-url", "redis://127.0.0.1:1/0"], "no Redis node could answer"),
+        (["next", "users", "--redis-url", "redis://127.0.0.1:1/0"], "Redis node is unavailable"),
     ],
 )
 def test_bad_arguments_give_one_line_and_non_zero_exit(

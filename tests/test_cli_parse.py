@@ -90,12 +90,12 @@ def test_next_on_a_real_redis_continues_across_commands(
     common = ["--redis-url", REDIS_URL, "--prefix", prefix]
     pool = ["--strategy", "short_id", "--pool-size", "6", "--offset", "0"]
     try:
-        assert main(["next", "m", *pool, "-n", "4", *common]) == 0
+        assert main(["next", "m", *pool, "-n", "4", "--new", *common]) == 0
         assert main(["next", "m", *pool, "-n", "2", *common]) == 0
         assert sorted(int(v) for v in _out(capsys)) == list(range(6))
         assert main(["next", "m", *pool, *common]) == 1
         assert "no value left" in capsys.readouterr().err
-        assert main(["next", "o", "--strategy", "snowflake", "-n", "2", *common]) == 0
+        assert main(["next", "o", "--strategy", "snowflake", "-n", "2", "--new", *common]) == 0
         assert main(["next", "o", "--strategy", "snowflake", *common]) == 0
         values = [int(v) for v in _out(capsys)]
         assert values == sorted(set(values)) and len(values) == 3

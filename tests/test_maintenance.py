@@ -414,26 +414,57 @@ def redis_prefix(real_redis: redis.Redis) -> Any:
     delete_prefix(real_redis, prefix)
 
 
-def test_cli_maintain_once_prints_the_summary(
+def test_cli_maintain_once_purges_and_reports_with_the_recorded_options(
     redis_prefix: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    app = RedisIds.from_url(REDIS_URL, prefix=redis_prefix)
+    invoices = app.date_prefixed("invoices", fmt="YYMMDD", length=12, tz="Asia/Tokyo")
+    invoices.next_id()
+    today = invoices.days_present()[0]
+    old = today - timedelta(days=10)
+    invoices.ensure_at_least(invoices.compose(old, 5))
+    app.short_id("short", pool_size=1000, offset=5000).next_ids(3)
     argv = ["maintain", "--once", "--redis-url", REDIS_URL, "--prefix", redis_prefix]
     status = main([*argv, "--date-prefixed", "invoices", "--short-id", "short"])
     out = capsys.readouterr().out
     assert status == 0, out
-    today = RedisIds.from_url(REDIS_URL, prefix=redis_prefix).date_prefixed("invoices")
-    created = today.days_present()
-    assert len(created) == 3
-    assert f"invoices (DatePrefixed, today {created[0]}): created " in out
-    assert ", ".join(map(str, created)) in out
-    assert "short (pool): 0 issued, 10000000 free, 0.00% full" in out
+    assert out.startswith("note: day counters are not created: generators rebuilt from the node")
+    assert f"invoices (DatePrefixed, today {today}): created none; purged {old}" in out
+    assert "short (pool): 3 issued, 997 free, 0.30% full" in out
+    assert invoices.days_present() == [today], "no day was created ahead"
+    assert invoices.next_id() == invoices.compose(today, 2)
 
 
-def test_cli_maintain_rejects_bad_options(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["maintain", "--once", "--keep-days", "1", "--date-prefixed", "x"]) == 1
-    assert "keep_days=1" in capsys.readouterr().err
-    assert main(["maintain", "--once"]) == 1
-    assert "no generators to maintain" in capsys.readouterr().err
+def test_cli_maintain_after_a_data_loss_creates_and_claims_nothing(
+    redis_prefix: str, real_redis: redis.Redis, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["maintain", "--once", "--redis-url", REDIS_URL, "--prefix", redis_prefix]
+    assert main([*argv, "--date-prefixed", "invoices"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("sa-redis-ids: error: nothing to maintain for invoices: no node records")
+    assert len(err.splitlines()) == 1
+    assert list(real_redis.scan_iter(match=f"{redis_prefix}:*")) == []
+    # The application, with options of its own and its floor, is not refused afterwards.
+    app = RedisIds.from_url(REDIS_URL, prefix=redis_prefix)
+    invoices = app.date_prefixed("invoices", length=16, floor=lambda day: 41)
+    assert invoices.parse(invoices.next_id()).counter == 42
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--keep-days", "1", "--date-prefixed", "x"], "keep_days=1"),
+        ([], "no generators to maintain"),
+        (["--precreate-days", "3", "--date-prefixed", "x"], "--precreate-days needs --app"),
+        (["--app", "myapp:ids", "--short-id", "x"], "--app maintains every generator"),
+    ],
+)
+def test_cli_maintain_rejects_bad_options(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["maintain", "--once", *argv]) == 1
+    err = capsys.readouterr().err
+    assert message in err and len(err.splitlines()) == 1
 
 
 def test_cli_maintain_uses_the_application_object(
@@ -466,6 +497,7 @@ def test_cli_maintain_uses_the_application_object(
 
 
 def test_cli_maintain_runs_in_the_foreground_until_interrupted(redis_prefix: str) -> None:
+    RedisIds.from_url(REDIS_URL, prefix=redis_prefix).date_prefixed("invoices").next_id()
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     code = "import sys; from sa_redis_ids.cli import main; sys.exit(main())"
     argv = ["maintain", "--redis-url", REDIS_URL, "--prefix", redis_prefix]
@@ -478,7 +510,7 @@ def test_cli_maintain_runs_in_the_foreground_until_interrupted(redis_prefix: str
     )
     try:
         assert process.stdout is not None
-        lines = [process.stdout.readline(), process.stdout.readline()]
+        lines = [process.stdout.readline() for _ in range(3)]
         while not lines[-1].startswith("  invoices"):
             lines.append(process.stdout.readline())
             assert lines[-1], "".join(lines)
@@ -489,6 +521,7 @@ def test_cli_maintain_runs_in_the_foreground_until_interrupted(redis_prefix: str
             process.kill()
             process.wait()
     assert process.returncode == 0, err
-    assert lines[0].startswith("maintenance scheduled: hourly and at 23:50 in UTC")
-    assert lines[1].startswith("maintenance at ")
-    assert "created" in lines[-1]
+    assert lines[0].startswith("note: day counters are not created")
+    assert lines[1].startswith("maintenance scheduled: hourly and at 23:50 in UTC")
+    assert lines[2].startswith("maintenance at ")
+    assert "created none" in lines[-1]

@@ -246,11 +246,14 @@ def test_cli_reseed_prints_before_and_after(
     redis_prefix: str, sqlite: Engine, capsys: pytest.CaptureFixture[str]
 ) -> None:
     filled(sqlite, number_table(), [5, 77])
-    assert main(cli(redis_prefix, sqlite, "users", "--table", "items")) == 0
+    assert (
+        main(cli(redis_prefix, sqlite, "users", "--table", "items", "--strategy", "sequence")) == 0
+    )
     out = capsys.readouterr().out
     assert "reseeding users (SequenceGenerator) from sqlite:///" in out
+    assert "no node records a claim for users: recording 'sequence:start=1'" in out
     assert "max 77: counter 127.0.0.1:6379/0 - -> 77" in out
-    assert main(cli(redis_prefix, sqlite, "users", "--table", "items")) == 0
+    assert main(cli(redis_prefix, sqlite, "users", "--table", "items")) == 0  # from the claim
     assert "77 -> 77 (unchanged)" in capsys.readouterr().out
     users = RedisIds.from_url(REDIS_URL, prefix=redis_prefix).sequence("users")
     assert users.next_id() == 78
@@ -312,6 +315,83 @@ def test_cli_reseed_reports_database_errors_in_one_line(
     redis_prefix: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     bad = create_engine(f"sqlite:///{tmp_path / 'missing-dir' / 'x.sqlite3'}")
-    assert main(cli(redis_prefix, bad, "users", "--table", "items")) == 1
+    assert main(cli(redis_prefix, bad, "users", "--table", "items", "--strategy", "sequence")) == 1
     err = capsys.readouterr().err
     assert err.startswith("sa-redis-ids: error: database:") and err.count("\n") == 1
+
+
+def counter_text(client: redis.Redis, key: str) -> str | None:
+    found = client.get(key)
+    return found.decode() if isinstance(found, bytes) else None
+
+
+def test_cli_reseed_honours_start_0(
+    redis_prefix: str, sqlite: Engine, real_redis: redis.Redis, capsys: pytest.CaptureFixture[str]
+) -> None:
+    filled(sqlite, number_table(), [0, 41])
+    argv = cli(redis_prefix, sqlite, "users", "--table", "items", "--strategy", "sequence")
+    assert main([*argv, "--start", "0"]) == 0
+    assert "recording 'sequence:start=0'" in capsys.readouterr().out
+    users = RedisIds.from_url(REDIS_URL, prefix=redis_prefix).sequence("users", start=0)
+    assert counter_text(real_redis, users.counter_key) == "42", "values 0..41 are counters 1..42"
+    assert counter_text(real_redis, users.claim_key) == "0/1|sequence:start=0"
+    assert users.next_id() == 42
+
+
+def test_cli_reseed_takes_the_options_the_nodes_record(
+    redis_prefix: str, sqlite: Engine, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ids = RedisIds.from_url(REDIS_URL, prefix=redis_prefix)
+    invoices = ids.date_prefixed("invoices", fmt="YYMMDD", length=12, start=0, tz="Asia/Tokyo")
+    first = invoices.next_id()
+    today = redis_today(ids, "Asia/Tokyo")
+    assert first == invoices.compose(today, 0)
+    filled(sqlite, number_table(), [invoices.compose(today, c) for c in range(50)])
+    assert main(cli(redis_prefix, sqlite, "invoices", "--table", "items")) == 0
+    out = capsys.readouterr().out
+    assert "reseeding invoices (DatePrefixedGenerator)" in out and "recording" not in out
+    assert f"day {today}: max {invoices.compose(today, 49)}: counter" in out
+    assert invoices.next_id() == invoices.compose(today, 50)
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        (["--start", "1"], "start=1 differs from the claim the nodes record"),
+        (["--strategy", "date_prefixed"], "record no date_prefixed claim for this namespace"),
+        (["--fmt", "YYMMDD"], "--fmt is not an option of a sequence generator"),
+    ],
+)
+def test_cli_reseed_refuses_options_other_than_the_recorded_ones(
+    options: list[str],
+    message: str,
+    redis_prefix: str,
+    sqlite: Engine,
+    real_redis: redis.Redis,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    users = RedisIds.from_url(REDIS_URL, prefix=redis_prefix).sequence("users", start=0)
+    users.next_ids(3)
+    filled(sqlite, number_table(), [500])
+    assert main([*cli(redis_prefix, sqlite, "users", "--table", "items"), *options]) == 1
+    err = capsys.readouterr().err
+    assert message in err and len(err.splitlines()) == 1 and "Traceback" not in err
+    assert counter_text(real_redis, users.counter_key) == "3", "nothing was raised"
+
+
+def test_cli_reseed_without_a_claim_or_a_strategy_guesses_nothing(
+    redis_prefix: str, sqlite: Engine, real_redis: redis.Redis, capsys: pytest.CaptureFixture[str]
+) -> None:
+    filled(sqlite, number_table(), [500])
+    assert main(cli(redis_prefix, sqlite, "users", "--table", "items", "--start", "0")) == 1
+    err = capsys.readouterr().err
+    assert "no node records a claim for this namespace" in err and "--app" in err
+    assert list(real_redis.scan_iter(match=f"{redis_prefix}:*")) == []
+
+
+def test_cli_reseed_with_app_refuses_generator_options(
+    redis_prefix: str, sqlite: Engine, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = cli(redis_prefix, sqlite, "users", "--table", "items", "--start", "0")
+    assert main([*argv[:-4], "--app", "myapp:ids"]) == 1
+    assert "--app brings the generators' own options; leave out --start" in capsys.readouterr().err

@@ -3,11 +3,15 @@
 Which generators does a command line process know? Two ways to tell it:
 
 * ``--app module:attribute`` (recommended): import the application's module that makes its
-  ``RedisIds`` and generators (with their real options) and use that object; ``attribute`` may also
+  ``RedisIds`` and generators (with their real options and ``floor=``) and maintain every one of
+  them: pre-create the coming days' counters, purge old days, report pools. ``attribute`` may also
   be a function returning it. The current directory is on the import path, as for ``python -m``.
-* ``--date-prefixed NS`` / ``--daily-code NS`` / ``--short-id NS`` (repeatable): generators with the
-  **default options** on ``--redis-url``. A generator whose options differ from the application's is
-  refused by the node claim (``ConfigError``), never silently mismatched; use ``--app`` then.
+* ``--date-prefixed NS`` / ``--daily-code NS`` / ``--short-id NS`` (repeatable) on
+  ``--redis-url``: each generator is rebuilt from the claim its namespace records on the nodes
+  (the application's options; nodes that disagree are an error, a namespace without a claim has
+  nothing to maintain). A claim does not say what ``floor=`` the application uses, so these
+  **only purge and report**: they never create a day's counter, which after a data loss would
+  restart the day below what the database holds. Creating counters ahead needs ``--app``.
 """
 
 from __future__ import annotations
@@ -21,7 +25,21 @@ from typing import Any
 from sa_redis_ids.cli.options import add_redis_options, non_negative_int, redis_ids_from
 from sa_redis_ids.errors import ConfigError
 from sa_redis_ids.ids import RedisIds
+from sa_redis_ids.maintenance.claims import generator_from_claims
 from sa_redis_ids.maintenance.job import Maintenance, MaintenanceSummary
+
+NAMESPACE_FLAGS = (
+    ("--date-prefixed", "date_prefixed", "DatePrefixed"),
+    ("--daily-code", "daily_code", "DailyCode"),
+    ("--short-id", "short_id", "ShortId"),
+)
+"""The namespace options: flag, ``RedisIds`` factory (and claim kind), strategy name."""
+
+DEFAULT_PRECREATE_DAYS = 2
+NO_PRECREATE_NOTE = (
+    "day counters are not created: generators rebuilt from the node claims have no floor; "
+    "run with --app to create them ahead"
+)
 
 
 def add_app_option(parser: argparse.ArgumentParser) -> None:
@@ -69,10 +87,13 @@ def register(sub: Any) -> None:
     parser = sub.add_parser(
         "maintain",
         help="pre-create and purge date-keyed counters, report ShortId pools",
-        description="Run the maintenance job: create today's and the next days' counters, purge "
-        "days older than --keep-days, report how full ShortId pools are. Without --once it runs "
-        "in the foreground on its schedule (hourly and 23:50 in each generator's time zone) "
-        "until interrupted.",
+        description="Run the maintenance job. With --app: create today's and the next days' "
+        "counters (with the application's floors), purge days older than --keep-days, report "
+        "how full ShortId pools are. With --date-prefixed/--daily-code/--short-id NS instead: "
+        "the generators are rebuilt from the claims the nodes record, and only purge and report "
+        "(without the application's floor no day counter is created). Without --once it runs in "
+        "the foreground on its schedule (hourly and 23:50 in each generator's time zone) until "
+        "interrupted.",
     )
     parser.add_argument("--once", action="store_true", help="run once, print the summary, exit")
     parser.add_argument(
@@ -85,22 +106,20 @@ def register(sub: Any) -> None:
     parser.add_argument(
         "--precreate-days",
         type=non_negative_int,
-        default=2,
+        default=None,
         metavar="N",
-        help="create the counters of the N days after today too (default 2)",
+        help=f"with --app: create the counters of the N days after today too "
+        f"(default {DEFAULT_PRECREATE_DAYS})",
     )
     add_app_option(parser)
-    for flag, what in (
-        ("--date-prefixed", "DatePrefixed"),
-        ("--daily-code", "DailyCode"),
-        ("--short-id", "ShortId"),
-    ):
+    for flag, _, what in NAMESPACE_FLAGS:
         parser.add_argument(
             flag,
             action="append",
             default=[],
             metavar="NS",
-            help=f"maintain the {what} namespace NS (default options; repeatable)",
+            help=f"without --app: purge/report the {what} namespace NS, with the options its "
+            "node claims record (repeatable)",
         )
     add_redis_options(parser)
     parser.set_defaults(run=run)
@@ -108,19 +127,44 @@ def register(sub: Any) -> None:
 
 def build(args: argparse.Namespace) -> Maintenance:
     """The ``Maintenance`` the options describe, with its generators made."""
-    ids = app_or_redis(args)
-    for namespace in args.date_prefixed:
-        ids.date_prefixed(namespace)
-    for namespace in args.daily_code:
-        ids.daily_code(namespace)
-    for namespace in args.short_id:
-        ids.short_id(namespace)
-    if not ids.generators:
+    named = [
+        (kind, ns)
+        for flag, kind, _ in NAMESPACE_FLAGS
+        for ns in getattr(args, flag[2:].replace("-", "_"))
+    ]
+    if args.app:
+        if named:
+            raise ConfigError(
+                "--app maintains every generator of the application; leave out "
+                "--date-prefixed/--daily-code/--short-id"
+            )
+        ids = app_or_redis(args)
+        if not ids.generators:
+            raise ConfigError(f"no generators to maintain: --app {args.app} has made none")
+        precreate_days = (
+            DEFAULT_PRECREATE_DAYS if args.precreate_days is None else args.precreate_days
+        )
+        return ids.maintenance(keep_days=args.keep_days, precreate_days=precreate_days)
+    if not named:
         raise ConfigError(
             "no generators to maintain: name the application with --app MODULE:ATTR or "
             "namespaces with --date-prefixed/--daily-code/--short-id"
         )
-    return ids.maintenance(keep_days=args.keep_days, precreate_days=args.precreate_days)
+    if args.precreate_days is not None:
+        raise ConfigError(
+            "--precreate-days needs --app: without the application's floor no day counter is "
+            "created"
+        )
+    ids = redis_ids_from(args)
+    maintenance = ids.maintenance(keep_days=args.keep_days, precreate=False)
+    for kind, namespace in named:
+        if generator_from_claims(ids, namespace, kind) is None:
+            raise ConfigError(
+                f"nothing to maintain for {namespace}: no node records a {kind} claim for it "
+                "(the application has not used it here, or Redis lost its data)",
+                namespace=namespace,
+            )
+    return maintenance  # it walks the generators made since
 
 
 def describe(summary: MaintenanceSummary) -> str:
@@ -147,6 +191,8 @@ def describe(summary: MaintenanceSummary) -> str:
 
 def run(args: argparse.Namespace) -> int:
     maintenance = build(args)
+    if not maintenance.precreate:
+        print(f"note: {NO_PRECREATE_NOTE}", flush=True)
     if args.once:
         summary = maintenance.run_once()
         print(describe(summary), flush=True)

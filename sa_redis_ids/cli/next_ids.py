@@ -1,15 +1,32 @@
-"""``sa-redis-ids next NS``: print new IDs of a namespace."""
+"""``sa-redis-ids next NS``: print new IDs of a namespace.
+
+The generator is the application's (``--app module:attr``), else the one the node claims of the
+namespace describe (an option given here must equal the recorded one), else (no claim anywhere)
+one from the options given and the library's defaults. On a real Redis a node without a claim for
+the namespace means it is new there or Redis lost its data; values taken then could repeat IDs the
+database holds, so ``next`` refuses unless ``--new`` says the namespace is new. The embedded Redis
+starts empty on every run and needs no ``--new``.
+"""
 
 from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable
 from typing import Any
 
-from sa_redis_ids.cli.options import add_redis_options, positive_int, redis_ids_from
+from sa_redis_ids.cli.generators import (
+    add_generator_options,
+    find_generator,
+    generator_from_nodes,
+    given_options,
+    refuse_options_with_app,
+)
+from sa_redis_ids.cli.maintain import add_app_option, app_or_redis
+from sa_redis_ids.cli.options import add_redis_options, positive_int
 from sa_redis_ids.cli.parse import snowflake_layout
+from sa_redis_ids.errors import ConfigError
 from sa_redis_ids.ids import RedisIds
+from sa_redis_ids.maintenance.claims import KINDS
 from sa_redis_ids.strategies.base import IdGenerator
 from sa_redis_ids.strategies.snowflake import (
     DEFAULT_TOLERANCE_MS,
@@ -17,83 +34,83 @@ from sa_redis_ids.strategies.snowflake import (
     check_shard,
 )
 
-Builder = Callable[[RedisIds, str, argparse.Namespace], IdGenerator[Any]]
-
-#: How each ``--strategy`` makes its generator from the parsed options.
-STRATEGIES: dict[str, Builder] = {
-    "sequence": lambda ids, ns, args: ids.sequence(ns, start=args.start),
-    "date_prefixed": lambda ids, ns, args: ids.date_prefixed(
-        ns,
-        fmt=args.fmt,
-        length=args.length,
-        start=args.start,
-        js_safe=args.js_safe,
-        **({"tz": args.tz} if args.tz else {}),
-    ),
-    "daily_code": lambda ids, ns, args: ids.daily_code(
-        ns, prefix=args.code_prefix, digits=args.digits, **({"tz": args.tz} if args.tz else {})
-    ),
-    "snowflake": lambda ids, ns, args: ids.snowflake(
-        ns, layout=args.layout, tolerance_ms=args.tolerance_ms
-    ),
-    "short_id": lambda ids, ns, args: ids.short_id(
-        ns, pool_size=args.pool_size, offset=args.offset
-    ),
-}
+STRATEGIES = sorted([*KINDS, "snowflake"])
 
 
 def register(sub: Any) -> None:
-    parser = sub.add_parser("next", help="print new IDs", description="Print new IDs of NAMESPACE.")
+    parser = sub.add_parser(
+        "next",
+        help="print new IDs",
+        description="Print new IDs of NAMESPACE, from the application's generator (--app) or "
+        "one with the options the nodes record for NAMESPACE. On a real Redis, a namespace "
+        "without a claim on every node is refused unless --new says it is new.",
+    )
     parser.add_argument("namespace", metavar="NAMESPACE")
     parser.add_argument("--count", "-n", type=positive_int, default=1, help="how many (default 1)")
     parser.add_argument(
-        "--strategy", choices=sorted(STRATEGIES), default="sequence", help="default: sequence"
+        "--strategy",
+        choices=STRATEGIES,
+        default=None,
+        help="default: the one the nodes record a claim of, else sequence",
     )
     parser.add_argument(
-        "--start", type=int, default=1, help="sequence: first value; date_prefixed: first counter"
+        "--new",
+        action="store_true",
+        help="the namespace is new on this Redis: record its claim where none exists",
     )
-    parser.add_argument(
-        "--fmt",
-        default="YYYYMMDD",
-        help="date_prefixed: YYYYMMDD, YYMMDD, YYYYDDD or YYDDD (default YYYYMMDD)",
-    )
-    parser.add_argument(
-        "--length", type=int, default=19, help="date_prefixed: total digits (default 19)"
-    )
-    parser.add_argument("--js-safe", action="store_true", help="date_prefixed: stay at most 2^53-1")
-    parser.add_argument(
-        "--tz", default=None, help="date_prefixed (default UTC), daily_code (default Asia/Shanghai)"
-    )
-    parser.add_argument("--code-prefix", default="IS", help="daily_code: code prefix (default IS)")
-    parser.add_argument(
-        "--digits", type=positive_int, default=4, help="daily_code: counter digits (default 4)"
-    )
-    parser.add_argument(
+    add_app_option(parser)
+    add_generator_options(parser)
+    snowflake = parser.add_argument_group("snowflake options (checked by the node claim)")
+    snowflake.add_argument(
         "--layout",
         type=snowflake_layout,
         default="default",
-        help="snowflake: default, compat, js_safe or EPOCH_MS:TIME/SHARD/SEQUENCE bits",
+        help="default, compat, js_safe or EPOCH_MS:TIME/SHARD/SEQUENCE bits",
     )
-    parser.add_argument("--shard", type=int, default=0, help="snowflake: shard (default 0)")
-    parser.add_argument(
+    snowflake.add_argument("--shard", type=int, default=0, help="shard (default 0)")
+    snowflake.add_argument(
         "--tolerance-ms",
         type=int,
         default=DEFAULT_TOLERANCE_MS,
-        help=f"snowflake: clock step back tolerated (default {DEFAULT_TOLERANCE_MS})",
-    )
-    parser.add_argument(
-        "--pool-size", type=int, default=10_000_000, help="short_id: pool size (default 10000000)"
-    )
-    parser.add_argument(
-        "--offset", type=int, default=10_000_000, help="short_id: first value (default 10000000)"
+        help=f"clock step back tolerated (default {DEFAULT_TOLERANCE_MS})",
     )
     add_redis_options(parser)
     parser.set_defaults(run=run)
 
 
+def is_embedded(ids: RedisIds) -> bool:
+    """Whether every node is the in-process Redis (empty at every start: nothing to protect)."""
+    return all(node.name == "embedded" for node in ids.nodes.nodes)
+
+
+def generator_for(ids: RedisIds, args: argparse.Namespace) -> IdGenerator[Any]:
+    """The generator ``next`` takes values from (see the module doc)."""
+    if args.app:
+        return find_generator(ids, args.namespace, args.strategy)
+    generator: IdGenerator[Any]
+    if args.strategy == "snowflake":
+        given_options(args, "snowflake")  # refuses the options of other strategies
+        generator = ids.snowflake(
+            args.namespace, layout=args.layout, tolerance_ms=args.tolerance_ms
+        )
+    else:
+        generator, _ = generator_from_nodes(ids, args.namespace, args, default="sequence")
+    if not args.new and not is_embedded(ids):
+        unclaimed = [node.name for node, claim in generator.recorded_claims() if claim is None]
+        if unclaimed:
+            raise ConfigError(
+                f"{', '.join(unclaimed)} records no claim for this namespace: it is new there "
+                f"(pass --new to start it with {generator.config!r}) or Redis lost its data "
+                "(reseed it first, or use --app so the application's floor applies)",
+                namespace=args.namespace,
+            )
+    return generator
+
+
 def run(args: argparse.Namespace) -> int:
-    ids = redis_ids_from(args)
-    generator = STRATEGIES[args.strategy](ids, args.namespace, args)
+    refuse_options_with_app(args)
+    ids = app_or_redis(args)
+    generator = generator_for(ids, args)
     if isinstance(generator, SnowflakeGenerator):
         try:
             check_shard(args.shard, generator.layout)

@@ -6,8 +6,16 @@ ShortId pool) and applies it with the generator's set-if-greater ``ensure_at_lea
 for pools), printing each counter before and after. Counters never move backwards, so it is safe to
 run while the application runs, and twice.
 
-The generator must have the application's options: take it from the application with
-``--app module:attr`` (looked up by namespace), or give the options here (``--start``, ``--fmt``…).
+A counter means something only with the options that made it (``start``, ``fmt``, ``length``,
+``digits``, ``pool_size``…), so the generator is never guessed:
+
+* ``--app module:attr`` takes it from the application (found by namespace; ``--strategy`` picks
+  one when several share it);
+* otherwise it is rebuilt from the claim the nodes record for the namespace; an option given here
+  (``--start``, ``--fmt``…) must equal the recorded one, else nothing is written;
+* when no node records a claim (Redis lost everything), ``--strategy`` and the application's
+  options are required; the reseed then records that claim together with the counters, so an
+  application with other options is refused by the nodes instead of misreading them.
 """
 
 from __future__ import annotations
@@ -21,45 +29,16 @@ from typing import Any
 from sqlalchemy import create_engine
 from sqlalchemy.exc import SQLAlchemyError
 
+from sa_redis_ids.cli.generators import (
+    add_generator_options,
+    find_generator,
+    generator_from_nodes,
+    refuse_options_with_app,
+)
 from sa_redis_ids.cli.maintain import add_app_option, app_or_redis
-from sa_redis_ids.cli.options import DB_URL_ENV, add_redis_options, positive_int
-from sa_redis_ids.errors import ConfigError
-from sa_redis_ids.ids import RedisIds
+from sa_redis_ids.cli.options import DB_URL_ENV, add_redis_options
+from sa_redis_ids.maintenance.claims import KINDS
 from sa_redis_ids.maintenance.reseed import ReseedStep, reseed_from_table
-from sa_redis_ids.strategies.base import IdGenerator
-from sa_redis_ids.strategies.daily_code import DailyCodeGenerator
-from sa_redis_ids.strategies.date_prefixed import DatePrefixedGenerator
-from sa_redis_ids.strategies.sequence import SequenceGenerator
-from sa_redis_ids.strategies.short_id import ShortIdGenerator
-
-#: ``--strategy`` choices: the factory name, its generator class, and how the options build it.
-STRATEGIES: dict[str, tuple[type[IdGenerator[Any]], Any]] = {
-    "sequence": (
-        SequenceGenerator,
-        lambda ids, ns, a: ids.sequence(ns, start=a.start or 1, js_safe=a.js_safe),
-    ),
-    "date_prefixed": (
-        DatePrefixedGenerator,
-        lambda ids, ns, a: ids.date_prefixed(
-            ns,
-            fmt=a.fmt,
-            length=a.length,
-            start=a.start or 1,
-            tz=a.tz or "UTC",
-            js_safe=a.js_safe,
-        ),
-    ),
-    "daily_code": (
-        DailyCodeGenerator,
-        lambda ids, ns, a: ids.daily_code(
-            ns, prefix=a.code_prefix, digits=a.digits, tz=a.tz or "Asia/Shanghai"
-        ),
-    ),
-    "short_id": (
-        ShortIdGenerator,
-        lambda ids, ns, a: ids.short_id(ns, pool_size=a.pool_size, offset=a.offset),
-    ),
-}
 
 PROGRESS_EVERY = 25
 """With more days than this, print one progress line per this many days instead of every day."""
@@ -78,16 +57,20 @@ def register(sub: Any) -> None:
         help="raise Redis counters above a table's current values",
         description="Read the highest values of TABLE.COLUMN (per day for date-keyed strategies, "
         "every value for short_id) and raise NAMESPACE's Redis counters above them with "
-        "set-if-greater; counters never move backwards. Prints each counter before and after.",
+        "set-if-greater; counters never move backwards. Prints each counter before and after. "
+        "The generator comes from --app, else from the claim the nodes record for NAMESPACE "
+        "(options given must match it); with no claim on any node, give --strategy and the "
+        "application's options, which the reseed records with the counters.",
     )
     parser.add_argument("namespace", metavar="NAMESPACE")
     parser.add_argument("--table", required=True, help="table name (schema.table allowed)")
     parser.add_argument("--column", default="id", help="the column the generator fills (id)")
     parser.add_argument(
         "--strategy",
-        choices=sorted(STRATEGIES),
+        choices=sorted(KINDS),
         default=None,
-        help="the generator's strategy (default: sequence; with --app: found by namespace)",
+        help="the generator's strategy (default: the one the nodes record a claim of; "
+        "with --app: found by namespace)",
     )
     env_url = os.environ.get(DB_URL_ENV)
     parser.add_argument(
@@ -101,49 +84,31 @@ def register(sub: Any) -> None:
         "--since", type=iso_day, metavar="YYYY-MM-DD", help="date-keyed: only days from this on"
     )
     add_app_option(parser)
-    options = parser.add_argument_group("generator options (without --app; match the app's)")
-    options.add_argument("--start", type=int, default=None, help="sequence/date_prefixed start")
-    options.add_argument("--js-safe", action="store_true", help="sequence/date_prefixed js_safe")
-    options.add_argument("--fmt", default="YYYYMMDD", help="date_prefixed fmt (YYYYMMDD)")
-    options.add_argument("--length", type=int, default=19, help="date_prefixed length (19)")
-    options.add_argument("--tz", default=None, help="date_prefixed (UTC) / daily_code tz")
-    options.add_argument("--code-prefix", default="IS", help="daily_code prefix (IS)")
-    options.add_argument("--digits", type=positive_int, default=4, help="daily_code digits (4)")
-    options.add_argument("--pool-size", type=positive_int, default=10_000_000, help="short_id")
-    options.add_argument("--offset", type=int, default=10_000_000, help="short_id offset")
+    add_generator_options(parser)
     add_redis_options(parser)
     parser.set_defaults(run=run)
 
 
-def find_generator(ids: RedisIds, namespace: str, strategy: str | None) -> IdGenerator[Any]:
-    """The application's generator of ``namespace`` (of ``strategy``, when several share it)."""
-    found = [g for g in ids.generators if g.namespace == namespace]
-    if strategy is not None:
-        cls = STRATEGIES[strategy][0]
-        found = [g for g in found if isinstance(g, cls)]
-    if not found:
-        what = f"{strategy} generator" if strategy else "generator"
-        raise ConfigError(f"the application has no {what} of this namespace", namespace=namespace)
-    if len(found) > 1:
-        raise ConfigError(
-            "several generators share this namespace; choose one with --strategy",
-            namespace=namespace,
-        )
-    return found[0]
-
-
 def run(args: argparse.Namespace) -> int:
+    refuse_options_with_app(args)
     ids = app_or_redis(args)
+    claimed = True
     if args.app:
         generator = find_generator(ids, args.namespace, args.strategy)
     else:
-        generator = STRATEGIES[args.strategy or "sequence"][1](ids, args.namespace, args)
+        generator, claimed = generator_from_nodes(ids, args.namespace, args)
     engine = create_engine(args.db_url)
     print(
         f"reseeding {generator.namespace} ({type(generator).__name__}) from "
         f"{engine.url.render_as_string(hide_password=True)} {args.table}.{args.column}",
         flush=True,
     )
+    if not claimed:
+        print(
+            f"  no node records a claim for {generator.namespace}: recording "
+            f"{generator.config!r} with the counters",
+            flush=True,
+        )
 
     def progress(step: ReseedStep, done: int) -> None:
         if step.day is None or done <= PROGRESS_EVERY:

@@ -1,7 +1,18 @@
 -- set_if_greater.lua: raise a counter to at least a value; never lower it.
 -- KEYS[1]  counter key (a string holding an integer; its TTL is kept)
+-- KEYS[2]  optional: node claim key of the counter's namespace (generators pass it; the Redlock
+--          fence does not)
 -- ARGV[1]  the value the counter must reach (non-negative decimal string)
+-- ARGV[2]  with KEYS[2]: this node's claim, "index/count|config" (recorded when absent, so the
+--          counter is never left without the claim that says how to read it)
 -- Returns  {0, counter before ("" when absent), counter after}
+--          {2, recorded claim}   node claim mismatch: nothing changed
+if KEYS[2] then
+  local recorded = claim_node(KEYS[2], ARGV[2])
+  if recorded then
+    return {2, recorded}
+  end
+end
 local before = redis.call('GET', KEYS[1])
 if before and not dec_gt(ARGV[1], before) then
   return {0, before, before}

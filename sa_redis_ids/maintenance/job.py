@@ -7,7 +7,8 @@ One :meth:`Maintenance.run_once` walks every generator its :class:`~sa_redis_ids
   time (with their floor, under the first-of-day lock, where one is configured), so midnight's first
   request is a plain increment. Days older than the ``keep_days`` most recent ones (today counted)
   are deleted with ``purge_before(today − (keep_days − 1))``, which also raises the purge marker so
-  a late writer can never re-create them. *Today* is the generator's own day: Redis ``TIME`` (or the
+  a late writer can never re-create them. ``precreate=False`` leaves creation to the generators'
+  own first use (where their floor applies) and only purges. *Today* is the generator's own day: Redis ``TIME`` (or the
   injected ``now``) in the generator's time zone.
 * **pool** generators (anything with ``stats()``: ShortId) report how full they are.
 
@@ -177,7 +178,9 @@ class Maintenance:
     ``keep_days``: how many most recent days keep their counters, today included (at least 2, so
     yesterday survives the midnight run). ``precreate_days``: how many days after today are created
     ahead (0: only today). ``lock_ttl``: seconds the winning instance holds the maintenance lock.
-    ``fill_warning``: a pool at least this full is logged as a warning.
+    ``fill_warning``: a pool at least this full is logged as a warning. ``precreate=False`` only
+    purges and reports: for generators whose ``floor=`` is unknown (rebuilt from the node claims by
+    the command line), which must not create a day's counter below what the database holds.
     """
 
     def __init__(
@@ -188,6 +191,7 @@ class Maintenance:
         precreate_days: int = 2,
         lock_ttl: float = DEFAULT_LOCK_TTL,
         fill_warning: float = DEFAULT_FILL_WARNING,
+        precreate: bool = True,
     ):
         if isinstance(keep_days, bool) or not isinstance(keep_days, int) or keep_days < 2:
             raise ConfigError(
@@ -211,6 +215,7 @@ class Maintenance:
         self.precreate_days = precreate_days
         self.lock_ttl = float(lock_ttl)
         self.fill_warning = float(fill_warning)
+        self.precreate = bool(precreate)
         self.last_summary: MaintenanceSummary | None = None
         """The summary of the most recent run (of this object)."""
         self._scheduler: BaseScheduler | None = None
@@ -321,7 +326,7 @@ class Maintenance:
             errors.append(MaintenanceError(ns, "today", str(exc)))
             return None
         created: list[date] = []
-        for ahead in range(self.precreate_days + 1):
+        for ahead in range(self.precreate_days + 1 if self.precreate else 0):
             day = today + timedelta(days=ahead)
             try:
                 if gen.precreate(day):
@@ -495,5 +500,5 @@ class Maintenance:
     def __repr__(self) -> str:
         return (
             f"Maintenance(keep_days={self.keep_days}, precreate_days={self.precreate_days}, "
-            f"lock_ttl={self.lock_ttl})"
+            f"lock_ttl={self.lock_ttl}, precreate={self.precreate})"
         )

@@ -11,6 +11,10 @@ or while the application runs, is safe):
   the days actually present are visited. Days at or before the purge marker are skipped: maintenance
   removed them for good and no generator can issue them again;
 * a **pool** (ShortId, which has ``reserve``): every value is marked taken, in chunks.
+
+The generator must have the application's options: a node that records another claim for the
+namespace (other options, another node list) stops the reseed with ``ConfigError`` before anything
+is written. A node without a claim records the generator's together with its counters.
 """
 
 from __future__ import annotations
@@ -150,6 +154,7 @@ def reseed_from_table(
     ``since``: date-keyed generators only visit days from it on (the newest days matter most).
     """
     col = _column(bind, table, column)
+    generator.check_claims()  # another node list or other options: refused before any query
     report = ReseedReport(
         generator.namespace, strategy_name(generator), col.table.fullname, col.name, steps=[]
     )

@@ -12,6 +12,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
+from sa_redis_ids.backend.scripts import STATUS_CLAIM_MISMATCH, raise_for_status, reply_text
 from sa_redis_ids.errors import ConfigError
 from sa_redis_ids.keys import KeySpace
 from sa_redis_ids.strategies.highwater import (
@@ -132,6 +133,34 @@ class IdGenerator(ABC, Generic[V]):
     @property
     def claim_key(self) -> str:
         return self.keys.key(self.strategy, "node")
+
+    def recorded_claims(self) -> list[tuple[Node, str | None]]:
+        """Each node with the claim it records for this namespace (None: none yet)."""
+
+        def action(node: Node) -> tuple[Node, str | None]:
+            found = node.client.get(self.claim_key)
+            return node, None if found is None else reply_text(found)
+
+        return self._nodes.each(self.namespace, action)
+
+    def check_claims(self) -> None:
+        """Raise :class:`ConfigError` if a node records another claim than ours; change nothing.
+
+        Writes that do not issue values (``ensure_at_least``, ``reserve``) call it first, so a run
+        with other options than the application's (or another node list) stops before it touches
+        any node. A node without a claim passes: the write that follows records ours atomically,
+        together with the counter it qualifies.
+        """
+        for node, recorded in self.recorded_claims():
+            ours = self.claim_for(node)
+            if recorded is not None and recorded != ours:
+                raise_for_status(
+                    STATUS_CLAIM_MISMATCH,
+                    [recorded],
+                    namespace=self.namespace,
+                    node=node,
+                    claim=ours,
+                )
 
     def next_id(self) -> V:
         """One new value."""

@@ -392,8 +392,13 @@ class DatedGenerator(IdGenerator[V]):
 
         Used to reseed Redis from a table's current maximum. Every node is raised (all must be
         reachable). Returns ``(node, counter before or None, counter after)`` per node.
+
+        A node that records another claim (other ``fmt``, ``length``, ``start``, ``digits``,
+        ``tz``…, another node list) raises :class:`~sa_redis_ids.ConfigError` before any node
+        changes; a node without a claim records ours together with the day's counter.
         """
         day, used = self.day_and_counter(value)
+        self.check_claims()
         result: list[tuple[str, int | None, int]] = []
         for node in self._nodes.nodes:
             before, after = self._set(node, day, node.counter_through(self.start, used), "raise")

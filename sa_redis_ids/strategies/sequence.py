@@ -153,14 +153,24 @@ class SequenceGenerator(BufferedGenerator[int]):
 
         Used to reseed Redis from a table's current maximum. Every node is raised (all must be
         reachable). Returns ``(node, counter before or None, counter after)`` per node.
+
+        A node that records another claim (other ``start``, another node list) raises
+        :class:`~sa_redis_ids.ConfigError` before any node changes; a node without a claim records
+        ours together with its counter.
         """
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
             raise ValueError(f"ensure_at_least needs a non-negative int, not {value!r}")
+        self.check_claims()
 
         def action(node: Node) -> tuple[str, int | None, int]:
+            claim = self.claim_for(node)
             needed = node.counter_through(self.start, value)
-            reply = node.run("set_if_greater", keys=[self.counter_key], args=[str(needed)])
-            before, after = check_reply(reply, namespace=self.namespace, node=node)
+            reply = node.run(
+                "set_if_greater",
+                keys=[self.counter_key, self.claim_key],
+                args=[str(needed), claim],
+            )
+            before, after = check_reply(reply, namespace=self.namespace, node=node, claim=claim)
             text = reply_text(before)
             return node.name, int(text) if text else None, int(after)
 

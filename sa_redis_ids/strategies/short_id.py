@@ -362,9 +362,15 @@ class ShortIdGenerator(IdGenerator[int]):
     def reserve(self, values: Iterable[int]) -> int:
         """Take ``values`` out of the pool for good (vanity numbers); how many were still free.
 
-        Every value is checked before anything is sent, so an out-of-pool value reserves nothing.
+        Every value is checked before anything is sent, so an out-of-pool value reserves nothing,
+        and so is every node's claim: a node that records another ``pool_size`` or ``offset`` (or
+        another node list) raises :class:`~sa_redis_ids.ConfigError` and nothing is reserved.
         """
-        return self._mark(values, 1)
+        chosen = list(values)
+        for value in chosen:
+            self.locate(value)
+        self.check_claims()
+        return self._mark(chosen, 1)
 
     def is_taken(self, value: int) -> bool:
         """Whether ``value`` is issued or reserved (asks the node that owns it)."""

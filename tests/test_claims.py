@@ -1,0 +1,166 @@
+"""Writes that do not issue values (reseeding, reserving) honour the node claim, and generators
+can be rebuilt from the claims the nodes record."""
+
+from __future__ import annotations
+
+from datetime import date, datetime, timedelta, timezone
+from zoneinfo import ZoneInfo
+
+import pytest
+
+from sa_redis_ids import ConfigError, RedisIds
+from sa_redis_ids.backend.connect import embedded_client
+from sa_redis_ids.maintenance.claims import (
+    generator_from_claims,
+    options_from_config,
+    recorded_config,
+)
+from sa_redis_ids.strategies.daily_code import DailyCodeGenerator
+from sa_redis_ids.strategies.date_prefixed import DatePrefixedGenerator
+from sa_redis_ids.strategies.sequence import SequenceGenerator
+from sa_redis_ids.strategies.short_id import ShortIdGenerator
+from tests.conftest import Backend
+
+
+def redis_today(ids: RedisIds, tz: str) -> date:
+    seconds, _ = ids.nodes.nodes[0].client.time()
+    return datetime.fromtimestamp(int(seconds), tz=timezone.utc).astimezone(ZoneInfo(tz)).date()
+
+
+def text(value: object) -> str | None:
+    return value.decode() if isinstance(value, bytes) else None
+
+
+# -- ensure_at_least and reserve refuse another claim, and change nothing ------------------------
+
+
+def test_sequence_ensure_at_least_with_another_start_is_refused(backend: Backend) -> None:
+    app = backend.ids().sequence("users", start=0)
+    assert app.next_ids(3) == [0, 1, 2]
+    other = backend.ids().sequence("users", start=1)
+    with pytest.raises(ConfigError) as caught:
+        other.ensure_at_least(500)
+    message = str(caught.value)
+    assert "'0/1|sequence:start=0'" in message and "'0/1|sequence:start=1'" in message
+    assert caught.value.node == app.recorded_claims()[0][0].name
+    assert text(backend.client.get(app.counter_key)) == "3", "the counter did not move"
+    assert app.next_id() == 3
+
+
+def test_sequence_ensure_at_least_records_the_claim_with_the_counter(backend: Backend) -> None:
+    users = backend.ids().sequence("users", start=0)
+    assert users.ensure_at_least(41) == [(users.recorded_claims()[0][0].name, None, 42)]
+    assert text(backend.client.get(users.claim_key)) == "0/1|sequence:start=0"
+    assert users.next_id() == 42
+    with pytest.raises(ConfigError, match="sequence:start=0"):
+        backend.ids().sequence("users", start=1).next_id()
+
+
+def test_date_prefixed_ensure_at_least_with_another_length_is_refused(backend: Backend) -> None:
+    ids = backend.ids()
+    app = ids.date_prefixed("invoices", length=19, tz="UTC")
+    first = app.next_id()
+    today = redis_today(ids, "UTC")
+    other = backend.ids().date_prefixed("invoices", length=18, tz="UTC")
+    with pytest.raises(ConfigError, match=r"length=19.*length=18"):
+        other.ensure_at_least(other.compose(today, 900))
+    field = today.strftime("%Y%m%d")
+    assert text(backend.client.hget(app._store_key(), field)) == "1"
+    assert app.next_id() == first + 1
+
+
+def test_daily_code_ensure_at_least_with_other_digits_is_refused(backend: Backend) -> None:
+    ids = backend.ids()
+    app = ids.daily_code("codes", digits=6, tz="UTC")
+    app.next_id()
+    today = redis_today(ids, "UTC")
+    other = backend.ids().daily_code("codes", digits=4, tz="UTC")
+    with pytest.raises(ConfigError, match=r"digits=6.*digits=4"):
+        other.ensure_at_least(other.compose(today, 9000))
+    assert app.next_id() == app.compose(today, 2)
+
+
+def test_short_id_reserve_with_another_pool_is_refused(backend: Backend) -> None:
+    app = backend.ids().short_id("members", pool_size=100, offset=1000)
+    app.next_ids(5)
+    other = backend.ids().short_id("members", pool_size=200, offset=1000)
+    with pytest.raises(ConfigError, match=r"pool_size=100.*pool_size=200"):
+        other.reserve([1150, 1010])
+    assert int(backend.client.bitcount(app.bitmap_key)) == 5
+    assert app.stats().issued == 5
+
+
+def test_a_refusal_on_one_node_leaves_the_other_nodes_untouched() -> None:
+    clients = [embedded_client(), embedded_client()]
+    RedisIds(clients[1:]).sequence("users", start=5).next_id()  # node 1 once served alone
+    users = RedisIds(clients).sequence("users", start=5)
+    with pytest.raises(ConfigError, match="the node list was reordered or resized"):
+        users.ensure_at_least(1000)
+    assert clients[0].keys("*") == [], "node 0 got neither a counter nor a claim"
+
+
+# -- rebuilding generators from the claims --------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("factory", "options", "cls"),
+    [
+        ("sequence", {"start": 0}, SequenceGenerator),
+        ("date_prefixed", {"fmt": "YYDDD", "length": 12, "start": 0, "tz": "Asia/Tokyo"}, None),
+        ("daily_code", {"prefix": "123", "digits": 6, "tz": "Europe/Berlin"}, DailyCodeGenerator),
+        ("short_id", {"pool_size": 500, "offset": 7}, ShortIdGenerator),
+    ],
+)
+def test_a_generator_is_rebuilt_with_the_options_its_claim_records(
+    backend: Backend, factory: str, options: dict[str, object], cls: type | None
+) -> None:
+    app = getattr(backend.ids(), factory)("ns", **options)
+    app.next_id()
+    rebuilt = generator_from_claims(backend.ids(), "ns", factory)
+    assert isinstance(rebuilt, cls or DatePrefixedGenerator)
+    assert rebuilt.config == app.config
+    assert options_from_config(app.config) == (factory, options)
+
+
+def test_no_claim_rebuilds_nothing_and_writes_nothing(backend: Backend) -> None:
+    assert generator_from_claims(backend.ids(), "ns", "date_prefixed") is None
+    assert backend.keys() == []
+
+
+def test_an_option_that_differs_from_the_claim_is_refused(backend: Backend) -> None:
+    backend.ids().sequence("users", start=0).next_id()
+    with pytest.raises(ConfigError, match="start=1 differs from the claim"):
+        generator_from_claims(backend.ids(), "users", "sequence", {"start": 1})
+    same = generator_from_claims(backend.ids(), "users", "sequence", {"start": 0, "js_safe": True})
+    assert isinstance(same, SequenceGenerator) and same.js_safe and same.next_id() == 1
+
+
+def test_nodes_that_record_different_claims_are_an_error() -> None:
+    clients = [embedded_client(), embedded_client()]
+    RedisIds(clients[:1]).sequence("users", start=0).next_id()
+    RedisIds(clients[1:]).sequence("users", start=1).next_id()
+    ids = RedisIds(clients)
+    with pytest.raises(ConfigError, match="record different sequence claims"):
+        recorded_config(ids, "users", "sequence")
+
+
+def test_a_rebuilt_generator_is_checked_against_the_node_list() -> None:
+    clients = [embedded_client(), embedded_client()]
+    RedisIds(clients).sequence("users").next_ids(2)
+    with pytest.raises(ConfigError, match="reordered or resized"):
+        generator_from_claims(RedisIds(clients[::-1]), "users", "sequence")
+    assert generator_from_claims(RedisIds(clients), "users", "sequence") is not None
+
+
+def test_maintenance_without_precreation_only_purges_and_reports(backend: Backend) -> None:
+    ids = backend.ids()
+    app = ids.date_prefixed("invoices", tz="UTC")
+    app.next_id()
+    rebuilt = backend.ids()
+    generator_from_claims(rebuilt, "invoices", "date_prefixed")
+    summary = rebuilt.maintenance(precreate=False).run_once()
+    assert summary.ok and summary.created == {}
+    today = redis_today(ids, "UTC")
+    assert app.days_present() == [today]
+    assert summary.counters[0].today == today
+    assert today + timedelta(days=1) not in app.days_present()
