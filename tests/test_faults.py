@@ -12,13 +12,16 @@ from __future__ import annotations
 import contextlib
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 import redis
 
 from tests.support.faults import CONFIGS, Drawn, Load, report, run_with_fault
 from tests.support.servers import RedisServer
+from tests.support.services import missing
+from tests.support.topologies import ReplicatedCluster, SentinelTopology
 
 StartServers = Callable[[int], list[RedisServer]]
 
@@ -122,3 +125,61 @@ def test_evictions_under_allkeys_lru(redis_servers: StartServers) -> None:
         check(results)
     finally:
         server.stop()
+
+
+@pytest.fixture
+def own_sentinels() -> Iterator[SentinelTopology]:
+    """A master, a replica and three Sentinels of this test alone (the test breaks them)."""
+    topology = SentinelTopology()
+    try:
+        topology.start()
+    except (RuntimeError, OSError) as exc:
+        topology.stop()
+        missing(f"could not start a Sentinel topology: {exc}")
+    yield topology
+    topology.stop()
+
+
+@pytest.fixture
+def own_cluster() -> Iterator[ReplicatedCluster]:
+    """A 6-node Cluster (3 masters with a replica each) of this test alone."""
+    cluster = ReplicatedCluster()
+    try:
+        cluster.start()
+    except (RuntimeError, OSError) as exc:
+        cluster.stop()
+        missing(f"could not start a replicated Cluster: {exc}")
+    yield cluster
+    cluster.stop()
+
+
+def sentinel_load(topology: SentinelTopology, **options: Any) -> Load:
+    return Load(
+        {"sentinel": topology.addresses, "service": topology.service},
+        prefix(),
+        seconds=4.0,
+        options={"retry_after": 0.1, **options},
+    )
+
+
+@pytest.mark.slow
+def test_sentinel_failover_while_the_old_master_takes_writes(
+    own_sentinels: SentinelTopology,
+) -> None:
+    """``SENTINEL FAILOVER``: the old master accepts writes until it is turned into a replica of
+    the new one, which never saw them; every value of those writes comes back on the new master
+    unless the processes remember them."""
+    own_sentinels.wait_replicas_in_sync()
+    check(run_with_fault(sentinel_load(own_sentinels), own_sentinels.failover))
+
+
+@pytest.mark.slow
+def test_sentinel_master_killed(own_sentinels: SentinelTopology) -> None:
+    own_sentinels.wait_replicas_in_sync()
+    check(run_with_fault(sentinel_load(own_sentinels), own_sentinels.kill_master))
+
+
+@pytest.mark.slow
+def test_cluster_master_killed(own_cluster: ReplicatedCluster) -> None:
+    load = Load({"cluster": own_cluster.url}, prefix(), seconds=5.0)
+    check(run_with_fault(load, own_cluster.kill_master))

@@ -446,7 +446,7 @@ def test_cli_maintain_after_a_data_loss_creates_and_claims_nothing(
     assert list(real_redis.scan_iter(match=f"{redis_prefix}:*")) == []
     # The application, with options of its own and its floor, is not refused afterwards.
     app = RedisIds.from_url(REDIS_URL, prefix=redis_prefix)
-    invoices = app.date_prefixed("invoices", length=16, floor=lambda day: 41)
+    invoices = app.date_prefixed("invoices", length=16, floor=lambda day: 41, headroom=0)
     assert invoices.parse(invoices.next_id()).counter == 42
 
 

@@ -48,9 +48,11 @@ class Load:
     def ids(self) -> RedisIds:
         target = self.target
         if "cluster" in target:
-            return RedisIds.from_url(target["cluster"], prefix=self.prefix, cluster=True)
+            return RedisIds.from_url(
+                target["cluster"], prefix=self.prefix, cluster=True, **self.options
+            )
         if "sentinel" in target:
-            return RedisIds.from_sentinel(  # type: ignore[attr-defined, no-any-return]
+            return RedisIds.from_sentinel(
                 target["sentinel"], target["service"], prefix=self.prefix, **self.options
             )
         urls = target["urls"]
