@@ -7,6 +7,10 @@ round robin for ``seconds``. Errors raised by the library during the fault (``Re
 ``ClockMovedBackwards``…) are counted and drawing goes on; anything else fails the worker. The parent
 injects the fault after ``at`` seconds and collects every value, so a test counts duplicates per
 strategy.
+
+Workers draw until the parent tells them to stop, ``after`` seconds after the fault returned (a
+failover helper returns once the new master serves), and count what they drew after it, so a test
+knows the generators worked again past the fault.
 """
 
 from __future__ import annotations
@@ -41,7 +45,8 @@ class Load:
     ``{"sentinel": [(host, port), ...], "service": name}``."""
     prefix: str
     threads: int = 2
-    seconds: float = 2.5
+    seconds: float = 30.0
+    """The longest a worker draws (it stops earlier when the parent says so)."""
     options: dict[str, Any] = field(default_factory=dict)
     """Extra options of the ``RedisIds`` constructor (``replicas=`` …)."""
 
@@ -70,13 +75,15 @@ class Drawn:
     rewinds: int = 0
     within: int = 0
     """Values one process received more than once (summed over the processes)."""
+    after: int = 0
+    """Values drawn after the fault returned."""
 
     def duplicates(self) -> int:
         """How many values were handed out more than once (each extra copy counts)."""
         return len(self.values) - len(set(self.values))
 
 
-def _draw(load: Load, ready: Any, out: Any) -> None:
+def _draw(load: Load, ready: Any, done: Any, stop: Any, out: Any) -> None:
     ids = load.ids()
     generators = [(label, getattr(ids, factory)(label, **opts)) for label, factory, opts in CONFIGS]
     for _, generator in generators:
@@ -88,17 +95,21 @@ def _draw(load: Load, ready: Any, out: Any) -> None:
     def work(slot: int) -> None:
         mine: dict[str, list[Any]] = {label: [] for label, _, _ in CONFIGS}
         errors: dict[str, Counter[str]] = {label: Counter() for label, _, _ in CONFIGS}
+        after: Counter[str] = Counter()
         deadline = time.monotonic() + load.seconds
         turn = slot
         try:
-            while time.monotonic() < deadline:
+            while time.monotonic() < deadline and not stop.is_set():
                 label, generator = generators[turn % len(generators)]
                 turn += 1
+                faulted = done.is_set()
                 try:
                     if turn % 5 == 0:
                         mine[label].extend(generator.next_ids(7))
                     else:
                         mine[label].append(generator.next_id())
+                    if faulted:
+                        after[label] += 1
                 except SaRedisIdsError as exc:
                     errors[label][type(exc).__name__] += 1
                     time.sleep(0.005)
@@ -108,6 +119,7 @@ def _draw(load: Load, ready: Any, out: Any) -> None:
             for label in mine:
                 results[label].values.extend(mine[label])
                 results[label].errors.update(errors[label])
+                results[label].after += after[label]
 
     ready.wait()
     threads = [threading.Thread(target=work, args=(i,)) for i in range(load.threads)]
@@ -121,19 +133,33 @@ def _draw(load: Load, ready: Any, out: Any) -> None:
 
 
 def run_with_fault(
-    load: Load, fault: Callable[[], None], *, processes: int = 3, at: float = 1.0
+    load: Load,
+    fault: Callable[[], Any],
+    *,
+    processes: int = 3,
+    at: float = 1.0,
+    after: float = 1.0,
 ) -> dict[str, Drawn]:
-    """Run ``processes`` workers on ``load`` and call ``fault()`` ``at`` seconds into drawing."""
+    """Run ``processes`` workers on ``load``, call ``fault()`` ``at`` seconds into drawing, and
+    stop them ``after`` seconds after it returned."""
     ctx = multiprocessing.get_context("spawn")
     ready = ctx.Barrier(processes + 1)
+    done, stop = ctx.Event(), ctx.Event()
     out = ctx.Queue()
-    workers = [ctx.Process(target=_draw, args=(load, ready, out)) for _ in range(processes)]
+    workers = [
+        ctx.Process(target=_draw, args=(load, ready, done, stop, out)) for _ in range(processes)
+    ]
     for worker in workers:
         worker.start()
     try:
         ready.wait(timeout=60)
         time.sleep(at)
-        fault()
+        try:
+            fault()
+        finally:
+            done.set()
+            time.sleep(after)
+            stop.set()
         merged: dict[str, Drawn] = {label: Drawn() for label, _, _ in CONFIGS}
         for _ in workers:
             try:
@@ -147,6 +173,7 @@ def run_with_fault(
                 merged[label].errors.update(drawn.errors)
                 merged[label].rewinds += drawn.rewinds
                 merged[label].within += drawn.duplicates()
+                merged[label].after += drawn.after
         return merged
     finally:
         for worker in workers:
@@ -159,6 +186,7 @@ def report(results: dict[str, Drawn]) -> str:
     """One line per generator: values, duplicates, heals and errors (printed by the fault tests)."""
     return "\n".join(
         f"{label:10} values={len(d.values):7} duplicates={d.duplicates():5} "
-        f"(within one process {d.within}) rewinds={d.rewinds:3} errors={dict(d.errors)}"
+        f"(within one process {d.within}) after the fault={d.after:6} rewinds={d.rewinds:3} "
+        f"errors={dict(d.errors)}"
         for label, d in results.items()
     )
