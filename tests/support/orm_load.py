@@ -32,6 +32,8 @@ class OrmLoad:
     batch: int = 20
     block: int = 200
     seconds: float = 30.0
+    headroom: int | None = None
+    """``headroom=`` of the buffered generators (None: their default)."""
 
 
 def model(load: OrmLoad, engine: Any) -> Any:
@@ -44,8 +46,9 @@ def model(load: OrmLoad, engine: Any) -> Any:
     def floor(attr: str) -> Any:
         return floor_from_column(engine, lambda: getattr(Row, attr))
 
-    seq = ids.sequence("rows", block=load.block, floor=floor("id"))
-    dp = ids.date_prefixed("invoices", block=load.block, floor=floor("invoice"))
+    room = load.headroom
+    seq = ids.sequence("rows", block=load.block, floor=floor("id"), headroom=room)
+    dp = ids.date_prefixed("invoices", block=load.block, floor=floor("invoice"), headroom=room)
     dc = ids.daily_code("codes", digits=8, tz="UTC", floor=floor("code"))
     sf = ids.snowflake("events", floor=floor("event"))
     sid = ids.short_id("shorts", pool_size=1_000_000, offset=10_000_000, floor=floor("short"))
