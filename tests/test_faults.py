@@ -175,7 +175,8 @@ def test_sentinel_failover_while_the_old_master_takes_writes(
     the new one, which never saw them; every value of those writes comes back on the new master
     unless the processes remember them."""
     own_sentinels.wait_replicas_in_sync()
-    check(run_with_fault(sentinel_load(own_sentinels), own_sentinels.failover))
+    # How many writes the old master takes before it follows the new one depends on timing.
+    check(run_with_fault(sentinel_load(own_sentinels), own_sentinels.failover), lost=False)
 
 
 @pytest.mark.slow

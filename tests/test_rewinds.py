@@ -10,6 +10,9 @@ Runs on the backend table: fakeredis, a real Redis and a real Cluster.
 from __future__ import annotations
 
 import logging
+import os
+import signal
+import threading
 from datetime import date, time
 from typing import Any
 
@@ -259,3 +262,36 @@ def test_a_short_id_floor_must_be_an_iterable_of_ints(ids: RedisIds) -> None:
         ids.short_id("a", floor=Floor(12)).next_id()
     with pytest.raises(ConfigError, match="returned -1"):
         ids.short_id("b", floor=Floor([-1])).next_id()
+
+
+# -- fork ---------------------------------------------------------------------------------------
+
+
+def test_a_child_forked_while_a_thread_reads_the_floor_does_not_hang(
+    real_backend: Backend,
+) -> None:
+    parent = os.getpid()
+    reading, release = threading.Event(), threading.Event()
+
+    def floor() -> int:
+        if os.getpid() == parent:
+            reading.set()
+            release.wait(10)  # the parent's first call holds the first-use lock meanwhile
+        return 0
+
+    users = real_backend.ids().sequence("users", floor=floor)
+    first = threading.Thread(target=users.next_id)
+    first.start()
+    assert reading.wait(5)
+    pid = os.fork()
+    if pid == 0:  # the child: its first call must not wait for a lock held by a parent's thread
+        signal.alarm(10)
+        try:
+            users.next_id()
+        except BaseException:
+            os._exit(1)
+        os._exit(0)
+    release.set()
+    first.join(10)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0

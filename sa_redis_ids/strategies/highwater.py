@@ -25,7 +25,9 @@ Defences, in layers, shared by every strategy:
 from __future__ import annotations
 
 import logging
+import os
 import threading
+import weakref
 from typing import Any, Generic, TypeVar
 
 from sa_redis_ids.errors import ConfigError
@@ -73,17 +75,22 @@ class HighWater(Generic[M]):
     """Per node of one generator: the highest mark received and whether the floor was read.
 
     Marks are compared with ``>``; a mark only ever rises. Thread-safe; a forked child inherits
-    the parent's marks, which are still true lower bounds for it.
+    the parent's marks, which are still true lower bounds for it, and gets new locks (a lock some
+    thread of the parent held at the fork would stay held in the child for good).
     """
 
     def __init__(self, count: int, namespace: str):
         self.namespace = namespace
         self._marks: list[M | None] = [None] * count
         self._consulted = [False] * count
-        self._first_use = [threading.Lock() for _ in range(count)]
-        self._lock = threading.Lock()
+        self._new_locks()
         self.rewinds = 0
         """Rewinds detected and healed in this process (a node's state below what it had issued)."""
+        _LIVE.add(self)
+
+    def _new_locks(self) -> None:
+        self._first_use = [threading.Lock() for _ in self._marks]
+        self._lock = threading.Lock()
 
     def mark(self, index: int) -> M | None:
         """The highest mark received from node ``index`` (None: nothing yet)."""
@@ -143,3 +150,15 @@ def checked_floor(value: object, *, call: str, what: str, namespace: str) -> int
             namespace=namespace,
         )
     return value
+
+
+_LIVE: weakref.WeakSet[HighWater[Any]] = weakref.WeakSet()
+
+
+def _new_locks_in_child() -> None:
+    for high in list(_LIVE):
+        high._new_locks()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_new_locks_in_child)
