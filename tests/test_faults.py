@@ -20,6 +20,7 @@ import redis
 from sqlalchemy import create_engine, func, select
 from sqlalchemy import distinct as distinct_
 
+from sa_redis_ids import RedisIds, RedisUnavailable
 from tests.support.faults import CONFIGS, Drawn, Load, report, run_with_fault
 from tests.support.orm_load import OrmLoad, insert_with_fault, model
 from tests.support.servers import RedisServer
@@ -224,3 +225,42 @@ def test_flushall_while_processes_insert_through_the_orm_with_floors_and_blocks(
     finally:
         row.metadata.drop_all(engine)
         engine.dispose()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("factory", ["sequence", "date_prefixed", "snowflake"])
+def test_a_failover_to_a_lagging_replica_is_caught_by_a_process_that_saw_none_of_the_lost_writes(
+    own_sentinels: SentinelTopology, factory: str
+) -> None:
+    """The replica misses the last writes, then replaces its master. A process whose last value
+    lies below the lost writes cannot tell from the counter; the node's new identity tells it."""
+    own_sentinels.wait_replicas_in_sync()
+    name = prefix()
+
+    def generator() -> Any:
+        ids = RedisIds.from_sentinel(
+            own_sentinels.addresses, own_sentinels.service, prefix=name, retry_after=0.1
+        )
+        return getattr(ids, factory)("ns")
+
+    idle, busy = generator(), generator()
+    before = [idle.next_id(), *busy.next_ids(20)]
+    own_sentinels.wait_replicas_in_sync()
+    (replica,) = own_sentinels.replicas()
+    old = own_sentinels.master()
+    replica.pause()  # SIGSTOP: the replica receives nothing more
+    lost = busy.next_ids(30)  # only the master has these
+    old.kill()  # the master dies with them; then the replica wakes up and is promoted
+    replica.resume()
+    own_sentinels.wait_master_other_than(old)
+    after = []
+    deadline = time.monotonic() + 10
+    while len(after) < 30 and time.monotonic() < deadline:
+        try:
+            after.append(idle.next_id())
+        except RedisUnavailable:
+            time.sleep(0.05)
+    assert len(after) == 30
+    assert not set(after) & set(before + lost)
+    assert min(after) > max(lost)
+    assert idle.rewinds >= 1

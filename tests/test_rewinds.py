@@ -295,3 +295,36 @@ def test_a_child_forked_while_a_thread_reads_the_floor_does_not_hang(
     first.join(10)
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
+
+
+def test_a_short_id_heal_with_a_floor_keeps_this_processes_uncommitted_values(
+    backend: Backend,
+) -> None:
+    committed = list(range(0, 200, 2))  # the table: every even value
+    pool = backend.ids().short_id("codes", pool_size=300, offset=0, floor=Floor(committed))
+    mine = pool.next_ids(60)  # odd values below 200 or any value from 200: not in the table
+    assert not set(mine) & set(committed)
+    forget(backend)
+    after = pool.next_ids(300 - 100 - 60)  # all that is left
+    assert not set(after) & (set(committed) | set(mine))
+
+
+def test_a_short_id_bitmap_lost_alone_is_noticed(backend: Backend) -> None:
+    pool = backend.ids().short_id("codes", pool_size=200, offset=0)
+    before = pool.next_ids(120)
+    backend.client.delete(pool.bitmap_key)  # evicted; its running total survived
+    after = pool.next_ids(80)
+    assert not set(before) & set(after)
+    assert pool.rewinds == 1
+
+
+def test_a_vanished_day_with_a_floor_of_zero_is_seeded_above_the_headroom(
+    backend: Backend,
+) -> None:
+    codes = backend.ids().daily_code("orders", floor=Floor(0), headroom=30)
+    shift_to_local(codes, DAY, NOON)
+    codes.next_ids(5)  # issued but never committed: the table's floor stays 0
+    backend.client.delete(codes.keys.key("dc", "20310203"))
+    newcomer = backend.ids().daily_code("orders", floor=Floor(0), headroom=30)
+    shift_to_local(newcomer, DAY, NOON)
+    assert newcomer.parse(newcomer.next_id()).counter == 31

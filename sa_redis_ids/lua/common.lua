@@ -48,3 +48,14 @@ local function pick_day(now, i)
   end
   return nil, nil, after
 end
+
+-- The replication ID of this server (INFO replication, master_replid): it changes when a replica
+-- is promoted to master and when a server restarts without its data, so a process that saw
+-- another one knows the state may have been rewound. "" where INFO gives none.
+local function node_identity()
+  local info = redis.pcall('INFO', 'replication')
+  if type(info) ~= 'string' then
+    return ''
+  end
+  return string.match(info, 'master_replid:(%w+)') or ''
+end

@@ -12,6 +12,8 @@
 -- ARGV[4]  the counter value (non-negative decimal string, no leading zeros)
 -- ARGV[5]  mode: "init", "seed" or "raise"
 -- ARGV[6]  storage "key": UTC ms at which a newly created key expires
+-- ARGV[7]  mode "seed", optional: the value instead of ARGV[4] for a day whose key vanished (its
+--          values were issued, some maybe not yet in the database: the floor plus the headroom)
 -- Returns  {0, counter before ("" when absent), counter after}
 --          {2, recorded claim}       node claim mismatch: nothing changed
 --          {4, label, marker}        the day is at or before the purge marker: nothing changed
@@ -33,19 +35,25 @@ if hash then
 else
   before = redis.call('GET', KEYS[4])
 end
-if not hash and not before and ARGV[5] == 'init' and redis.call('SISMEMBER', KEYS[3], label) == 1 then
-  return {7, label}
+local value = ARGV[4]
+if not hash and not before and redis.call('SISMEMBER', KEYS[3], label) == 1 then
+  if ARGV[5] == 'init' then
+    return {7, label}
+  end
+  if ARGV[5] == 'seed' and ARGV[7] then
+    value = ARGV[7]
+  end
 end
-if before and (ARGV[5] ~= 'raise' or not dec_gt(ARGV[4], before)) then
+if before and (ARGV[5] ~= 'raise' or not dec_gt(value, before)) then
   return {0, before, before}
 end
 if hash then
-  redis.call('HSET', KEYS[3], label, ARGV[4])
+  redis.call('HSET', KEYS[3], label, value)
 elseif before then
-  redis.call('SET', KEYS[4], ARGV[4], 'KEEPTTL')
+  redis.call('SET', KEYS[4], value, 'KEEPTTL')
 else
-  redis.call('SET', KEYS[4], ARGV[4])
+  redis.call('SET', KEYS[4], value)
   redis.call('PEXPIREAT', KEYS[4], ARGV[6])
   redis.call('SADD', KEYS[3], label)
 end
-return {0, before or '', ARGV[4]}
+return {0, before or '', value}

@@ -18,11 +18,14 @@
 -- ARGV[7]  storage "key": ms after the day's end at which its key expires
 -- ARGV[8]  label of the day the guard is for (the guard applies to that day only)
 -- ARGV[9]  guard: that day's counter must already be at least this ("0": none)
--- ARGV[10] heal: the counter a missing or guarded counter of that day is set to
--- ARGV[11…] the day window: m, m+1 boundaries (UTC ms), m labels (see pick_day in common.lua)
--- Returns  {0, label, counter after taking n (decimal string), Redis now ms, day end ms, healed}:
---          healed is "" when the counter was sound, else the counter it was healed from ("-":
---          it was missing)
+-- ARGV[10] heal: the counter a missing or guarded counter of that day is set to (a day whose key
+--          vanished too; "0": a vanished day is refused with status 7)
+-- ARGV[11] the node identity (replication ID) this process saw last ("": none yet); another one
+--          means a failover or a restart: the day's counter is raised to at least the heal value
+-- ARGV[12…] the day window: m, m+1 boundaries (UTC ms), m labels (see pick_day in common.lua)
+-- Returns  {0, label, counter after taking n (decimal string), Redis now ms, day end ms, healed,
+--          identity}: healed is "" when the counter was sound, else the counter it was healed
+--          from ("-": it was missing)
 --          {1, counter now}          exhausted: nothing taken
 --          {2, recorded claim}       node claim mismatch: nothing taken
 --          {4, label, marker}        the day is at or before the purge marker, or its key
@@ -36,7 +39,7 @@ if recorded then
   return {2, recorded}
 end
 local now = redis_now_ms(ARGV[4])
-local label, d = pick_day(now, 11)
+local label, d = pick_day(now, 12)
 if not label then
   return {5, now}
 end
@@ -44,7 +47,7 @@ local marker = redis.call('GET', KEYS[1])
 if marker and label <= marker then
   return {4, label, marker}
 end
-local day_end = ARGV[13 + d]
+local day_end = ARGV[14 + d]
 local n = ARGV[1]
 local floor = ARGV[5]
 local hash = ARGV[6] == 'hash'
@@ -65,15 +68,19 @@ if floor == 'first' then
 end
 -- a "key" day that has no key but is in the index had one: it expired or was evicted
 local vanished = not hash and not current and redis.call('SISMEMBER', KEYS[3], label) == 1
+local identity = node_identity()
+local moved = ARGV[11] ~= '' and identity ~= ARGV[11]
 local low = (current and dec_gt(guard, current)) or (not current and guard ~= '0')
 local healed = ''
-if low or (not current and (floor == 'ask' or vanished)) then
+if low or moved or (not current and (floor == 'ask' or vanished)) then
   if floor == 'ask' then
     return {6, label, current or ''}
   end
-  if not low then
+  if vanished and heal == '0' then
     return {7, label}
   end
+end
+if heal ~= '0' and (low or moved or vanished) and (not current or dec_gt(heal, current)) then
   healed = current or '-'
   current = heal
   if hash then
@@ -107,4 +114,4 @@ else
     return {1, redis.call('GET', key)}
   end
 end
-return {0, label, after, now, day_end, healed}
+return {0, label, after, now, day_end, healed, identity}

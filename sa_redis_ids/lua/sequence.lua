@@ -10,8 +10,10 @@
 -- ARGV[5]  heal: the counter a missing or guarded counter is set to (guard + headroom)
 -- ARGV[6]  "1": the generator has a floor not included in this call: a missing counter, or one
 --          below the guard, is reported (status 6) instead of healed
--- Returns  {0, counter after taking n (decimal string), healed}: healed is "" when the counter
---          was sound, else the counter it was healed from ("-" when it was missing)
+-- ARGV[7]  the node identity (replication ID) this process saw last ("": none yet); another one
+--          means a failover or a restart: the counter is raised to at least the heal value
+-- Returns  {0, counter after taking n (decimal string), healed, identity}: healed is "" when the
+--          counter was sound, else the counter it was healed from ("-" when it was missing)
 --          {1, counter now (string)}  exhausted: nothing taken
 --          {2, recorded claim}        node claim mismatch: nothing taken
 --          {6, counter or ""}         the floor must be read first: nothing taken
@@ -19,15 +21,19 @@ local recorded = claim_node(KEYS[2], ARGV[2])
 if recorded then
   return {2, recorded}
 end
-local guard, ask = ARGV[4], ARGV[6] == '1'
+local guard, heal, ask = ARGV[4], ARGV[5], ARGV[6] == '1'
+local identity = node_identity()
+local moved = ARGV[7] ~= '' and identity ~= ARGV[7]
 local current = redis.call('GET', KEYS[1])
 local healed = ''
-if (not current and (ask or guard ~= '0')) or (current and dec_gt(guard, current)) then
+if (not current and (ask or guard ~= '0')) or (current and dec_gt(guard, current)) or moved then
   if ask then
     return {6, current or ''}
   end
-  redis.call('SET', KEYS[1], ARGV[5])
-  healed = current or '-'
+  if heal ~= '0' and (not current or dec_gt(heal, current)) then
+    redis.call('SET', KEYS[1], heal)
+    healed = current or '-'
+  end
 end
 redis.call('INCRBY', KEYS[1], ARGV[1])
 local after = redis.call('GET', KEYS[1])
@@ -35,4 +41,4 @@ if dec_gt(after, ARGV[3]) then
   redis.call('DECRBY', KEYS[1], ARGV[1])
   return {1, redis.call('GET', KEYS[1])}
 end
-return {0, after, healed}
+return {0, after, healed, identity}

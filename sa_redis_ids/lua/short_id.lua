@@ -16,24 +16,31 @@
 --          missing total with no guard is a new pool
 -- ARGV[7]  the generation this process last saw ("": none yet)
 -- ARGV[8]  a new generation token, set when the node has none and this process saw none
--- Returns  {0, "p1,p2,…", total, generation}: the positions taken, in order, as one
---                                   comma-separated string, the running total after them, and
---                                   the generation
+-- ARGV[9]  the node identity (replication ID) this process saw last ("": none yet); another one
+--          means a failover or a restart: the bitmap must be healed
+-- Returns  {0, "p1,p2,…", total, generation, identity}: the positions taken, in order, as one
+--                                   comma-separated string, the running total after them, the
+--                                   generation and the node identity
 --          {1, positions taken}     the share has fewer free positions than asked: nothing taken
 --          {2, recorded claim}      node claim mismatch: nothing taken
---          {6, total or "", generation or ""}  the bitmap must be healed first
---                                   (short_id_heal.lua): the total is missing or below the
---                                   guard, or the generation is not the one this process saw;
---                                   nothing taken
+--          {6, total or "", generation or "", identity, lost}  the bitmap must be healed
+--                                   first (short_id_heal.lua): lost is "1" when the total or
+--                                   the bitmap is missing, the total is below the guard, or the
+--                                   identity changed; "0" when only the generation is not the
+--                                   one this process saw (another process healed); nothing taken
 local recorded = claim_node(KEYS[2], ARGV[1])
 if recorded then
   return {2, recorded}
 end
 local total = redis.call('GET', KEYS[3])
 local generation = redis.call('GET', KEYS[4])
-if (not total and (ARGV[5] ~= '0' or ARGV[6] == '1')) or (total and dec_gt(ARGV[5], total))
-    or (ARGV[7] ~= '' and generation ~= ARGV[7]) then
-  return {6, total or '', generation or ''}
+local identity = node_identity()
+local lost = (not total and (ARGV[5] ~= '0' or ARGV[6] == '1'))
+  or (total and dec_gt(ARGV[5], total))
+  or (total and total ~= '0' and redis.call('EXISTS', KEYS[1]) == 0)
+  or (ARGV[9] ~= '' and identity ~= ARGV[9])
+if lost or (ARGV[7] ~= '' and generation ~= ARGV[7]) then
+  return {6, total or '', generation or '', identity, lost and '1' or '0'}
 end
 if not generation then
   generation = ARGV[8]
@@ -151,4 +158,4 @@ for first = 1, n, CHUNK do
     end
   end
 end
-return {0, table.concat(taken, ','), redis.call('INCRBY', KEYS[3], n), generation}
+return {0, table.concat(taken, ','), redis.call('INCRBY', KEYS[3], n), generation, identity}

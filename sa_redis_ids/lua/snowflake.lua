@@ -19,8 +19,10 @@
 --          reported, not healed) or "given" (the guard includes the floor)
 -- ARGV[11] headroom: a missing or guarded state resumes this many ms after the later of the
 --          guard and the clock
--- Returns  {0, first ms, first slot, last ms, last slot, healed}: the slots run on from the first
---          to the last, a full millisecond at a time (slot counts restart at 0 each
+-- ARGV[12] the node identity (replication ID) this process saw last ("": none yet); another one
+--          means a failover or a restart: the state is raised as if it were below the guard
+-- Returns  {0, first ms, first slot, last ms, last slot, healed, identity}: the slots run on from
+--          the first to the last, a full millisecond at a time (slot counts restart at 0 each
 --          millisecond); healed is "" when the state was sound, else the millisecond it was
 --          healed from ("-": it was missing)
 --          {1, text}                 the layout's time ran out: nothing taken
@@ -47,23 +49,29 @@ local state = redis.call('HMGET', KEYS[1], 'ms', 'c', 'seen')
 local last_ms, last_c, seen = tonumber(state[1]), tonumber(state[2]), tonumber(state[3])
 local guard_ms, guard_c = tonumber(ARGV[8]), tonumber(ARGV[9])
 local healed = ''
+local identity = node_identity()
+local moved = ARGV[12] ~= '' and identity ~= ARGV[12]
 local low = last_ms and guard_ms >= 0
   and (last_ms < guard_ms or (last_ms == guard_ms and last_c < guard_c))
-if not last_ms or low then
+if not last_ms or low or moved then
   if ARGV[10] == 'ask' then
     return {6, last_ms and whole(last_ms) or ''}
   end
   -- No state: a new namespace, or this node lost it (FLUSHALL, failover to a lagging replica).
-  -- Below the guard: the node was rewound. IDs issued before may lie ahead of both the clock and
-  -- the guard (borrowed milliseconds): resume after the later of the two, plus the headroom.
+  -- Below the guard, or another identity: the node may have been rewound. IDs issued before may
+  -- lie ahead of both the clock and the guard (borrowed milliseconds): resume after the later
+  -- of the two, plus the headroom; never move the state back.
   local base = now
-  if guard_ms >= 0 then
-    healed = last_ms and whole(last_ms) or '-'
-    if guard_ms > base then
-      base = guard_ms
-    end
+  if guard_ms > base then
+    base = guard_ms
   end
-  last_ms, last_c, seen = base + tonumber(ARGV[11]), slots, nil
+  local target = base + tonumber(ARGV[11])
+  if not last_ms or last_ms < target then
+    if last_ms or guard_ms >= 0 then
+      healed = last_ms and whole(last_ms) or '-'
+    end
+    last_ms, last_c, seen = target, slots, nil
+  end
 end
 if seen and now < seen then
   if seen - now > tonumber(ARGV[6]) then
@@ -87,4 +95,4 @@ if end_ms > tonumber(ARGV[4]) then
   return {1, 'the end of the layout, millisecond ' .. ARGV[4] .. ' after its epoch'}
 end
 redis.call('HSET', KEYS[1], 'ms', whole(end_ms), 'c', whole(end_c), 'seen', whole(seen))
-return {0, ms, c, end_ms, end_c, healed}
+return {0, ms, c, end_ms, end_c, healed, identity}

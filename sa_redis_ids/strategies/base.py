@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from sa_redis_ids.backend.nodes import Node, NodeSet
 
 V = TypeVar("V", int, str)
+T = TypeVar("T")
 
 MAX_BATCH = 10_000_000
 """The most values one ``next_ids`` call may ask for."""
@@ -100,6 +101,14 @@ class IdGenerator(ABC, Generic[V]):
         """Fix :attr:`headroom` once the per-node ``capacity`` and the largest block are known."""
         chosen = self.headroom_option
         self.headroom = default_headroom(capacity, max_block) if chosen is None else chosen
+
+    def _with_floor_read_once(self, node: Node, attempt: Callable[[], T]) -> T:
+        """Run ``attempt`` (a call on ``node`` that reads the floor at first use) so that one
+        thread per process and node reads it; the others wait, then find it read."""
+        if self._floor is not None and not self.high.consulted(node.index):
+            with self.high.first_use(node.index):
+                return attempt()
+        return attempt()
 
     @property
     def rewinds(self) -> int:

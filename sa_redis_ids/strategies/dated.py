@@ -141,16 +141,15 @@ class DatedGenerator(IdGenerator[V]):
 
     def _take_on(self, node: Node, n: int) -> DatedBlock[V]:
         """``n`` values of the day on ``node`` (more round trips to read or seed a floor)."""
-        if self._floor is not None and not self.high.consulted(node.index):
-            with self.high.first_use(node.index):
-                return self._attempt(node, n)
-        return self._attempt(node, n)
+        return self._with_floor_read_once(node, lambda: self._attempt(node, n))
 
     def _attempt(self, node: Node, n: int) -> DatedBlock[V]:
         claim = self.claim_for(node)
         limit: int = node.counter_through(self.start, self.counter_max)
         high = self.high
-        floor = "first" if self._floor is not None and not high.consulted(node.index) else "ask"
+        floor: str = (
+            "first" if self._floor is not None and not high.consulted(node.index) else "ask"
+        )
         if self._floor is None:
             floor = "none"
         mark: tuple[str, int] = high.mark(node.index) or ("", 0)
@@ -175,12 +174,15 @@ class DatedGenerator(IdGenerator[V]):
                     self.storage,
                     self.grace_ms,
                     guard_label,
-                    *heal_args(guard, self.headroom, limit, ask=False)[:2],
+                    *heal_args(guard, self.headroom, limit, ask=False, floor_read=floor == "given")[
+                        :2
+                    ],
+                    high.identities[node.index],
                     *window,
                 ],
             )
             try:
-                label, after, now_ms, end_ms, healed = check_reply(
+                label, after, now_ms, end_ms, healed, identity = check_reply(
                     reply, namespace=self.namespace, node=node, claim=claim
                 )
             except OutOfWindow as exc:
@@ -206,7 +208,7 @@ class DatedGenerator(IdGenerator[V]):
                 high.set_consulted(node.index)
             if healed:
                 high.healed(node.name, reply_text(healed), str(counter - n))
-            high.saw(node.index, (text, counter))
+            high.answered(node.index, identity, (text, counter))
             values = self.compose_all(day, node.values(self.start, counter, n))
             return DatedBlock(day, values, int(now_ms), int(reply_text(end_ms)))
         raise ScriptError(
@@ -218,8 +220,7 @@ class DatedGenerator(IdGenerator[V]):
 
     def _floor_counter(self, node: Node, day: date) -> int:
         """The counter of ``node`` above which every value of ``day`` is above the floor."""
-        used = self._read_floor(day)
-        return node.counter_through(self.start, used) if used >= self.start else 0
+        return node.counter_through(self.start, self._read_floor(day))
 
     # -- first-of-day seeding ----------------------------------------------------------------
 
@@ -265,11 +266,11 @@ class DatedGenerator(IdGenerator[V]):
     def _seed_one(self, node: Node, day: date, used: int) -> bool:
         """Create ``node``'s counter of ``day`` above the floor ``used`` (plus the headroom when
         the day already has values: they may be followed by values not yet in the database)."""
-        counter = node.counter_through(self.start, used) if used >= self.start else 0
-        if counter:
-            limit = node.counter_through(self.start, self.counter_max)
-            counter = min(counter + self.headroom, max(limit, counter))
-        return self._set(node, day, counter, "seed")[0] is None
+        limit = node.counter_through(self.start, self.counter_max)
+        counter = node.counter_through(self.start, used)
+        _, seeded, _ = heal_args(counter, self.headroom, limit, ask=False)
+        _, vanished, _ = heal_args(counter, self.headroom, limit, ask=False, floor_read=True)
+        return self._set(node, day, int(seeded), "seed", vanished=int(vanished))[0] is None
 
     def _refuse_purged(self, node: Node, day: date) -> None:
         label = day_label(day)
@@ -290,8 +291,11 @@ class DatedGenerator(IdGenerator[V]):
             namespace=self.namespace,
         )
 
-    def _set(self, node: Node, day: date, counter: int, mode: str) -> tuple[int | None, int]:
-        """Run ``dated_set`` on ``node`` (mode "init" or "raise"); ``(before or None, after)``."""
+    def _set(
+        self, node: Node, day: date, counter: int, mode: str, *, vanished: int | None = None
+    ) -> tuple[int | None, int]:
+        """Run ``dated_set`` on ``node`` (mode "init", "seed" or "raise"; ``vanished``: the value
+        "seed" sets instead when the day's key vanished); ``(before or None, after)``."""
 
         def action(node: Node) -> tuple[int | None, int]:
             claim = self.claim_for(node)
@@ -308,6 +312,7 @@ class DatedGenerator(IdGenerator[V]):
                     str(counter),
                     mode,
                     self._expire_at(day),
+                    *([] if vanished is None else [str(vanished)]),
                 ],
             )
             before, after = check_reply(reply, namespace=self.namespace, node=node, claim=claim)

@@ -15,6 +15,11 @@ Defences, in layers, shared by every strategy:
   :func:`~sa_redis_ids.orm.floor.floor_from_column`), the floor is read once per process and node
   at first use, and again whenever a script finds the state missing or below the guard; the guard
   then is the higher of the mark and the floor.
+* **Identity.** Every script reads the node's replication ID (``INFO replication``), which
+  changes when a replica is promoted and when a server restarts without its data. A process that
+  finds another ID than it saw last treats the state as possibly rewound: it reads the floor (if
+  any) and raises the state to its guard plus headroom even when the state is not below it, so a
+  failover to a lagging replica is caught also by processes whose marks lie below the lost writes.
 * **Headroom.** A heal sets the state above the guard by ``headroom`` counter steps, because other
   processes may hold values above this process's mark (taken after its last call, or buffered in
   blocks they have not handed out yet). Its default covers 32 processes each holding two blocks of
@@ -83,6 +88,8 @@ class HighWater(Generic[M]):
         self.namespace = namespace
         self._marks: list[M | None] = [None] * count
         self._consulted = [False] * count
+        self.identities = [""] * count
+        """Per node: the identity (replication ID) it answered with last; "" before any."""
         self._new_locks()
         self.rewinds = 0
         """Rewinds detected and healed in this process (a node's state below what it had issued)."""
@@ -102,6 +109,11 @@ class HighWater(Generic[M]):
             known = self._marks[index]
             if known is None or mark > known:  # type: ignore[operator]
                 self._marks[index] = mark
+
+    def answered(self, index: int, identity: object, mark: M) -> None:
+        """Record a node's reply: its identity and the mark it gave (kept if higher)."""
+        self.identities[index] = identity.decode() if isinstance(identity, bytes) else str(identity)
+        self.saw(index, mark)
 
     def consulted(self, index: int) -> bool:
         """Whether the floor was read for node ``index`` in this process."""
@@ -131,14 +143,17 @@ class HighWater(Generic[M]):
         )
 
 
-def heal_args(guard: int, headroom: int, limit: int, *, ask: bool) -> list[str]:
+def heal_args(
+    guard: int, headroom: int, limit: int, *, ask: bool, floor_read: bool = False
+) -> list[str]:
     """The ``guard, heal, ask`` arguments of a counter script (see ``sequence.lua``).
 
     ``guard``: the counter the node must already have reached; ``heal``: what a missing or lower
-    counter is set to, ``guard + headroom`` but at most ``limit`` (0 when there is no guard, so
-    a missing counter starts fresh); ``ask``: report instead of healing (the floor is unread).
+    counter is set to, ``guard + headroom`` but at most ``limit`` (0 when there is no guard and
+    no floor was read, so a missing counter starts fresh); ``ask``: report instead of healing
+    (the floor is unread).
     """
-    heal = min(guard + headroom, max(limit, guard)) if guard > 0 else 0
+    heal = min(guard + headroom, max(limit, guard)) if guard > 0 or floor_read else 0
     return [str(guard), str(heal), "1" if ask else "0"]
 
 

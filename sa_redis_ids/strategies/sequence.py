@@ -97,10 +97,7 @@ class SequenceGenerator(BufferedGenerator[int]):
 
     def _take_on(self, node: Node, n: int) -> range:
         """``n`` values of ``node``: one round trip, two when the floor must be read first."""
-        if self._floor is not None and not self.high.consulted(node.index):
-            with self.high.first_use(node.index):
-                return self._attempt(node, n)
-        return self._attempt(node, n)
+        return self._with_floor_read_once(node, lambda: self._attempt(node, n))
 
     def _attempt(self, node: Node, n: int) -> range:
         claim = self.claim_for(node)
@@ -115,10 +112,16 @@ class SequenceGenerator(BufferedGenerator[int]):
             reply = node.run(
                 "sequence",
                 keys=[self.counter_key, self.claim_key],
-                args=[n, claim, str(limit), *heal_args(guard, self.headroom, limit, ask=ask)],
+                args=[
+                    n,
+                    claim,
+                    str(limit),
+                    *heal_args(guard, self.headroom, limit, ask=ask),
+                    high.identities[node.index],
+                ],
             )
             try:
-                after_text, healed = check_reply(
+                after_text, healed, identity = check_reply(
                     reply, namespace=self.namespace, node=node, claim=claim
                 )
             except NeedsFloor:
@@ -129,7 +132,7 @@ class SequenceGenerator(BufferedGenerator[int]):
             after = int(after_text)
             if healed:
                 high.healed(node.name, reply_text(healed), str(after - n))
-            high.saw(node.index, after)
+            high.answered(node.index, identity, after)
             return node.values(self.start, after, n)
         raise ScriptError(  # pragma: no cover - the second call carries the floor
             "the sequence script asked for the floor twice",
@@ -146,7 +149,7 @@ class SequenceGenerator(BufferedGenerator[int]):
             what="the highest value already used",
             namespace=self.namespace,
         )
-        return node.counter_through(self.start, used) if used >= self.start else 0
+        return node.counter_through(self.start, used)
 
     def ensure_at_least(self, value: int) -> list[tuple[str, int | None, int]]:
         """Make sure no value ``<= value`` is ever issued again (counters only move forward).

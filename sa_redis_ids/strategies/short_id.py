@@ -47,6 +47,8 @@ MAX_BATCH = 50_000
 """The most values one ``next_ids`` (or one ``reserve`` round trip) handles."""
 CHUNK_BITS = 32_768
 """Positions per chunk of a process's record of what it took (4 KB each, made when first used)."""
+STALE = "?"
+"""A generation no node has: the next call finds another one and heals."""
 HEAL_ATTEMPTS = 12
 """Take attempts of one call: after a loss, processes that heal one after the other each start a
 new generation once, and every other process marks its own positions again at most that often."""
@@ -77,6 +79,19 @@ class TakenPositions:
             chunk = self.chunks.get(index)
             if chunk is not None:
                 chunk[bit >> 3] &= ~(0x80 >> (bit & 7)) & 0xFF
+
+    def absorb(self, other: TakenPositions) -> None:
+        """Add every position of ``other`` (a bitwise OR of the two bitmaps)."""
+        with other._lock:
+            theirs = {index: bytes(chunk) for index, chunk in other.chunks.items()}
+        with self._lock:
+            for index, data in theirs.items():
+                mine = self.chunks.get(index)
+                if mine is None:
+                    self.chunks[index] = bytearray(data)
+                else:
+                    merged = int.from_bytes(mine, "big") | int.from_bytes(data, "big")
+                    self.chunks[index] = bytearray(merged.to_bytes(len(mine), "big"))
 
     def pieces(self) -> list[tuple[int, bytes]]:
         """``(byte offset, bytes)`` of every chunk, in order."""
@@ -138,6 +153,9 @@ class ShortIdGenerator(IdGenerator[int]):
         self._taken = [TakenPositions() for _ in nodes.nodes]
         self._generations: list[str] = ["" for _ in nodes.nodes]
         """Per node: the bitmap generation this process last saw (changes at every heal)."""
+        self._heal_lock = threading.Lock()
+        self._missed = [False for _ in nodes.nodes]
+        """Per node: a take recorded positions after the last heal's snapshot of them."""
 
     @property
     def max_value(self) -> int:
@@ -181,6 +199,7 @@ class ShortIdGenerator(IdGenerator[int]):
                         self._heal(node, claim, floor=True)
             for _ in range(HEAL_ATTEMPTS):
                 guard = high.mark(node.index) or 0
+                generation_sent = self._generations[node.index]
                 reply = node.run(
                     "short_id",
                     keys=[self.bitmap_key, self.claim_key, self.total_key, self.generation_key],
@@ -191,25 +210,32 @@ class ShortIdGenerator(IdGenerator[int]):
                         secrets.token_bytes(6 * n),
                         guard,
                         "0" if self._floor is None else "1",
-                        self._generations[node.index],
+                        generation_sent,
                         secrets.token_hex(8),
+                        high.identities[node.index],
                     ],
                 )
                 try:
-                    text, total, generation = check_reply(
+                    text, total, generation, identity = check_reply(
                         reply, namespace=self.namespace, node=node, claim=claim
                     )
                 except NeedsFloor as exc:
-                    now = exc.detail[0]
-                    # Below this process's mark: this process found the loss, and a new generation
-                    # makes every other process mark its own positions again at its next call.
-                    lost = not now or int(now) < guard
-                    self._heal(node, claim, floor=self._floor is not None, rewound=lost)
+                    # lost: this process found the loss; it reads the floor and starts a new
+                    # generation, so every other process marks its own positions again at its
+                    # next call. Otherwise another process healed: mark our own positions.
+                    lost = exc.detail[-1] == "1"
+                    self._heal(node, claim, floor=lost and self._floor is not None, rewound=lost)
+                    high.identities[node.index] = exc.detail[-2]
                     continue
                 positions = [int(bit) for bit in text.split(b",")]
-                self._taken[node.index].add(positions)
-                self._generations[node.index] = reply_text(generation)
-                high.saw(node.index, int(total))
+                with self._heal_lock:
+                    self._taken[node.index].add(positions)
+                    if self._generations[node.index] == generation_sent:
+                        self._generations[node.index] = reply_text(generation)
+                    else:  # a heal ran meanwhile and may have missed these: heal again next call
+                        self._generations[node.index] = STALE
+                        self._missed[node.index] = True
+                high.answered(node.index, identity, int(total))
                 first, step = self.offset + node.index, node.count
                 return [first + position * step for position in positions]
             raise RedisUnavailable(
@@ -229,7 +255,7 @@ class ShortIdGenerator(IdGenerator[int]):
         starts a new generation and every other process marks its own positions again at its
         next call; a process that only saw another generation adopts it after marking its own.
         """
-        known = TakenPositions()
+        known = TakenPositions()  # this process's own positions and the floor's, OR-ed together
         if floor:
             assert self._floor is not None
             count, index = node.count, node.index
@@ -250,7 +276,11 @@ class ShortIdGenerator(IdGenerator[int]):
                 and value <= self.max_value
                 and (value - self.offset) % count == index
             )
-        pieces = self._taken[node.index].pieces() + known.pieces()
+        with self._heal_lock:  # takes recorded after this are healed by the next heal
+            known.absorb(self._taken[node.index])
+            self._generations[node.index] = STALE
+            self._missed[node.index] = False
+        pieces = known.pieces()
         guard = str(self.high.mark(node.index) or 0)
         rotate = secrets.token_hex(8) if rewound else ""
         added = 0
@@ -279,12 +309,16 @@ class ShortIdGenerator(IdGenerator[int]):
             )
             added += int(changed)
             rotate = ""
-        self._generations[node.index] = reply_text(generation)
+        with self._heal_lock:
+            if not self._missed[node.index]:
+                self._generations[node.index] = reply_text(generation)
         if floor:
             self.high.set_consulted(node.index)
         if rewound or added:
             self.high.healed(
-                node.name, "a lost or rewound bitmap", f"{added} positions marked taken again"
+                node.name,
+                "lost or rewound",
+                f"a bitmap with {added} positions marked taken again",
             )
 
     def _take(self, n: int) -> list[int]:

@@ -324,10 +324,7 @@ class SnowflakeGenerator(IdGenerator[int]):
 
     def _take_on(self, node: Node, n: int, shard: int) -> list[int]:
         """``n`` IDs of ``node``: one round trip, two when the floor must be read first."""
-        if self._floor is not None and not self.high.consulted(node.index):
-            with self.high.first_use(node.index):
-                return self._attempt(node, n, shard)
-        return self._attempt(node, n, shard)
+        return self._with_floor_read_once(node, lambda: self._attempt(node, n, shard))
 
     def _attempt(self, node: Node, n: int, shard: int) -> list[int]:
         layout = self.layout
@@ -355,10 +352,11 @@ class SnowflakeGenerator(IdGenerator[int]):
                     guard[1],
                     state,
                     self.headroom,
+                    high.identities[node.index],
                 ],
             )
             try:
-                *parts, healed = check_reply(
+                *parts, healed, identity = check_reply(
                     reply, namespace=self.namespace, node=node, claim=claim
                 )
             except NeedsFloor:
@@ -376,7 +374,7 @@ class SnowflakeGenerator(IdGenerator[int]):
                 high.set_consulted(node.index)
             if healed:
                 high.healed(node.name, reply_text(healed), f"{first_ms} ms after the epoch")
-            high.saw(node.index, (last_ms, last))
+            high.answered(node.index, identity, (last_ms, last))
             return self._compose_run(first_ms, first, n, slots, shard, node)
         raise ScriptError(  # pragma: no cover - the second call carries the floor
             "the snowflake script asked for the floor twice",

@@ -237,6 +237,10 @@ class SentinelTopology:
         old.kill()
         return self._wait_new_master(old)
 
+    def wait_master_other_than(self, old: RedisServer) -> RedisServer:
+        """Wait until every sentinel names a master other than ``old``; return it."""
+        return self._wait_new_master(old)
+
     def _wait_new_master(self, old: RedisServer) -> RedisServer:
         def promoted() -> RedisServer | None:
             ports = {sentinel.master_port_now() for sentinel in self.sentinels}
