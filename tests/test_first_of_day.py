@@ -4,6 +4,8 @@ that inserts through ``floor_from_column``."""
 
 from __future__ import annotations
 
+import os
+import signal
 import threading
 import time as clock
 from collections.abc import Callable
@@ -373,3 +375,33 @@ def test_flushall_mid_day_then_orm_inserts_never_reuse_an_id(
     assert min(r.id for r in after) > max(r.id for r in before)
     assert min(r.code for r in after) > max(r.code for r in before)
     assert {invoice_ids.parse(r.id).day for r in rows} == {seen_today(invoice_ids)} == {DAY}
+
+
+def test_a_child_forked_while_a_thread_seeds_a_day_does_not_hang(real_backend: Backend) -> None:
+    parent = os.getpid()
+    seeding, release = threading.Event(), threading.Event()
+
+    def floor(day: date) -> int:
+        if os.getpid() == parent:
+            seeding.set()
+            release.wait(10)  # the parent's thread holds the seeding lock meanwhile
+        return 0
+
+    codes = real_backend.ids().daily_code("orders", floor=floor)
+    shift_to_local(codes, DAY + timedelta(days=1), NOON)  # a day no counter exists for yet
+    first = threading.Thread(target=codes.next_id)
+    first.start()
+    assert seeding.wait(5)
+    pid = os.fork()
+    if pid == 0:  # the child seeds the day itself (or finds it seeded) without the parent's lock
+        signal.alarm(20)
+        try:
+            codes.next_id()
+        except BaseException:
+            os._exit(1)
+        os._exit(0)
+    clock.sleep(1.0)  # the child calls while the parent's thread still seeds
+    release.set()
+    first.join(10)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0

@@ -14,6 +14,7 @@ import os
 import signal
 import threading
 from datetime import date, time
+from time import sleep as wait
 from typing import Any
 
 import pytest
@@ -291,6 +292,7 @@ def test_a_child_forked_while_a_thread_reads_the_floor_does_not_hang(
         except BaseException:
             os._exit(1)
         os._exit(0)
+    wait(1.0)  # the child calls while the parent's thread still reads the floor
     release.set()
     first.join(10)
     _, status = os.waitpid(pid, 0)

@@ -18,7 +18,6 @@ per-node marker; the scripts refuse any day at or before it, so a purged day is 
 
 from __future__ import annotations
 
-import threading
 from abc import abstractmethod
 from collections.abc import Callable
 from contextlib import AbstractContextManager
@@ -91,7 +90,6 @@ class DatedGenerator(IdGenerator[V]):
         self.start: int = start
         self.counter_max: int = counter_max
         self._locker = locker
-        self._init_lock = threading.Lock()
         self.grace_ms: int = grace_ms
         self.purge_key = self.keys.key(self.strategy, "purged")
 
@@ -250,7 +248,7 @@ class DatedGenerator(IdGenerator[V]):
                 "with RedisIds.date_prefixed or RedisIds.daily_code",
                 namespace=self.namespace,
             )
-        with self._init_lock:  # one thread per process goes for the Redlock; the others wait here
+        with self.high.seeding:  # one thread per process goes for the Redlock; the others wait
             missing = [node for node in nodes if not self._exists(node, day)]
             if not missing:
                 return []

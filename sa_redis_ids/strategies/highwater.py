@@ -98,6 +98,10 @@ class HighWater(Generic[M]):
     def _new_locks(self) -> None:
         self._first_use = [threading.Lock() for _ in self._marks]
         self._lock = threading.Lock()
+        self.seeding = threading.Lock()
+        """Held by the one thread of the process that seeds a day from its floor."""
+        self.records = threading.Lock()
+        """Guards a generator's own records of what it issued (a short-ID pool's positions)."""
 
     def mark(self, index: int) -> M | None:
         """The highest mark received from node ``index`` (None: nothing yet)."""

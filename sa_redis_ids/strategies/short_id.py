@@ -27,7 +27,6 @@ first use.
 from __future__ import annotations
 
 import secrets
-import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -57,49 +56,45 @@ HEAL_BYTES = 1 << 20
 
 
 class TakenPositions:
-    """The positions of one node's share that this process took: a sparse bitmap in 4 KB chunks."""
+    """The positions of one node's share that this process took: a sparse bitmap in 4 KB chunks.
+
+    Not locked itself: a generator uses it under its ``high.records`` lock.
+    """
 
     def __init__(self) -> None:
         self.chunks: dict[int, bytearray] = {}
-        self._lock = threading.Lock()
 
     def add(self, positions: Iterable[int]) -> None:
-        with self._lock:
-            chunks = self.chunks
-            for position in positions:
-                index, bit = divmod(position, CHUNK_BITS)
-                chunk = chunks.get(index)
-                if chunk is None:
-                    chunk = chunks[index] = bytearray(CHUNK_BITS // 8)
-                chunk[bit >> 3] |= 0x80 >> (bit & 7)  # Redis numbers bits from the top of a byte
+        chunks = self.chunks
+        for position in positions:
+            index, bit = divmod(position, CHUNK_BITS)
+            chunk = chunks.get(index)
+            if chunk is None:
+                chunk = chunks[index] = bytearray(CHUNK_BITS // 8)
+            chunk[bit >> 3] |= 0x80 >> (bit & 7)  # Redis numbers bits from the top of a byte
 
     def discard(self, position: int) -> None:
         index, bit = divmod(position, CHUNK_BITS)
-        with self._lock:
-            chunk = self.chunks.get(index)
-            if chunk is not None:
-                chunk[bit >> 3] &= ~(0x80 >> (bit & 7)) & 0xFF
+        chunk = self.chunks.get(index)
+        if chunk is not None:
+            chunk[bit >> 3] &= ~(0x80 >> (bit & 7)) & 0xFF
 
     def absorb(self, other: TakenPositions) -> None:
         """Add every position of ``other`` (a bitwise OR of the two bitmaps)."""
-        with other._lock:
-            theirs = {index: bytes(chunk) for index, chunk in other.chunks.items()}
-        with self._lock:
-            for index, data in theirs.items():
-                mine = self.chunks.get(index)
-                if mine is None:
-                    self.chunks[index] = bytearray(data)
-                else:
-                    merged = int.from_bytes(mine, "big") | int.from_bytes(data, "big")
-                    self.chunks[index] = bytearray(merged.to_bytes(len(mine), "big"))
+        for index, data in other.chunks.items():
+            mine = self.chunks.get(index)
+            if mine is None:
+                self.chunks[index] = bytearray(data)
+            else:
+                merged = int.from_bytes(mine, "big") | int.from_bytes(data, "big")
+                self.chunks[index] = bytearray(merged.to_bytes(len(mine), "big"))
 
     def pieces(self) -> list[tuple[int, bytes]]:
         """``(byte offset, bytes)`` of every chunk, in order."""
-        with self._lock:
-            return [
-                (index * (CHUNK_BITS // 8), bytes(chunk))
-                for index, chunk in sorted(self.chunks.items())
-            ]
+        return [
+            (index * (CHUNK_BITS // 8), bytes(chunk))
+            for index, chunk in sorted(self.chunks.items())
+        ]
 
 
 @dataclass(frozen=True)
@@ -153,7 +148,6 @@ class ShortIdGenerator(IdGenerator[int]):
         self._taken = [TakenPositions() for _ in nodes.nodes]
         self._generations: list[str] = ["" for _ in nodes.nodes]
         """Per node: the bitmap generation this process last saw (changes at every heal)."""
-        self._heal_lock = threading.Lock()
         self._missed = [False for _ in nodes.nodes]
         """Per node: a take recorded positions after the last heal's snapshot of them."""
 
@@ -228,7 +222,7 @@ class ShortIdGenerator(IdGenerator[int]):
                     high.identities[node.index] = exc.detail[-2]
                     continue
                 positions = [int(bit) for bit in text.split(b",")]
-                with self._heal_lock:
+                with self.high.records:
                     self._taken[node.index].add(positions)
                     if self._generations[node.index] == generation_sent:
                         self._generations[node.index] = reply_text(generation)
@@ -276,7 +270,7 @@ class ShortIdGenerator(IdGenerator[int]):
                 and value <= self.max_value
                 and (value - self.offset) % count == index
             )
-        with self._heal_lock:  # takes recorded after this are healed by the next heal
+        with self.high.records:  # takes recorded after this are healed by the next heal
             known.absorb(self._taken[node.index])
             self._generations[node.index] = STALE
             self._missed[node.index] = False
@@ -309,7 +303,7 @@ class ShortIdGenerator(IdGenerator[int]):
             )
             added += int(changed)
             rotate = ""
-        with self._heal_lock:
+        with self.high.records:
             if not self._missed[node.index]:
                 self._generations[node.index] = reply_text(generation)
         if floor:
@@ -390,7 +384,8 @@ class ShortIdGenerator(IdGenerator[int]):
     def release(self, value: int) -> bool:
         """Give ``value`` back to the pool so it can be issued again; True if it was taken."""
         node, position = self.locate(value)
-        self._taken[node.index].discard(position)
+        with self.high.records:
+            self._taken[node.index].discard(position)
         return self._mark([value], 0) == 1
 
     def reserve(self, values: Iterable[int]) -> int:
