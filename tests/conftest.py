@@ -25,6 +25,8 @@ from sa_redis_ids.backend.connect import embedded_client
 from tests.support.servers import RedisClusterProcesses, RedisServer
 from tests.support.services import MARIADB_URL, POSTGRES_URL, REDIS_URL, missing
 from tests.support.topology_fixtures import (  # noqa: F401 - fixtures for every test module
+    own_cluster,
+    own_sentinels,
     replicated_cluster,
     replicated_pair,
     sentinel_topology,

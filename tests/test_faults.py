@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -24,7 +24,6 @@ from sa_redis_ids import RedisIds, RedisUnavailable
 from tests.support.faults import CONFIGS, Drawn, Load, report, run_with_fault
 from tests.support.orm_load import OrmLoad, insert_with_fault, model
 from tests.support.servers import RedisServer
-from tests.support.services import missing
 from tests.support.topologies import ReplicatedCluster, SentinelTopology
 
 StartServers = Callable[[int], list[RedisServer]]
@@ -132,32 +131,6 @@ def test_evictions_under_allkeys_lru(redis_servers: StartServers) -> None:
         check(results)
     finally:
         server.stop()
-
-
-@pytest.fixture
-def own_sentinels() -> Iterator[SentinelTopology]:
-    """A master, a replica and three Sentinels of this test alone (the test breaks them)."""
-    topology = SentinelTopology()
-    try:
-        topology.start()
-    except (RuntimeError, OSError) as exc:
-        topology.stop()
-        missing(f"could not start a Sentinel topology: {exc}")
-    yield topology
-    topology.stop()
-
-
-@pytest.fixture
-def own_cluster() -> Iterator[ReplicatedCluster]:
-    """A 6-node Cluster (3 masters with a replica each) of this test alone."""
-    cluster = ReplicatedCluster()
-    try:
-        cluster.start()
-    except (RuntimeError, OSError) as exc:
-        cluster.stop()
-        missing(f"could not start a replicated Cluster: {exc}")
-    yield cluster
-    cluster.stop()
 
 
 def sentinel_load(topology: SentinelTopology, **options: Any) -> Load:

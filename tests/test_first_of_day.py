@@ -5,7 +5,6 @@ that inserts through ``floor_from_column``."""
 from __future__ import annotations
 
 import os
-import signal
 import threading
 import time as clock
 from collections.abc import Callable
@@ -21,6 +20,7 @@ from sa_redis_ids import ConfigError, DayPurged, RedisIds, floor_from_column, re
 from sa_redis_ids.strategies.date_prefixed import DatePrefixedGenerator
 from tests.conftest import Backend
 from tests.support.days import seen_today, shift_to_local
+from tests.support.forking import child_call_status
 from tests.support.servers import RedisServer
 from tests.support.uniqueness import draw_in_processes, duplicates, released_together
 
@@ -392,16 +392,5 @@ def test_a_child_forked_while_a_thread_seeds_a_day_does_not_hang(real_backend: B
     first = threading.Thread(target=codes.next_id)
     first.start()
     assert seeding.wait(5)
-    pid = os.fork()
-    if pid == 0:  # the child seeds the day itself (or finds it seeded) without the parent's lock
-        signal.alarm(20)
-        try:
-            codes.next_id()
-        except BaseException:
-            os._exit(1)
-        os._exit(0)
-    clock.sleep(1.0)  # the child calls while the parent's thread still seeds
-    release.set()
+    assert child_call_status(codes.next_id, release) == 0
     first.join(10)
-    _, status = os.waitpid(pid, 0)
-    assert os.waitstatus_to_exitcode(status) == 0

@@ -11,10 +11,8 @@ from __future__ import annotations
 
 import logging
 import os
-import signal
 import threading
 from datetime import date, time
-from time import sleep as wait
 from typing import Any
 
 import pytest
@@ -22,6 +20,7 @@ import pytest
 from sa_redis_ids import ConfigError, RedisIds, SequenceExhausted
 from tests.conftest import Backend
 from tests.support.days import shift_to_local
+from tests.support.forking import child_call_status
 from tests.support.uniqueness import duplicates
 
 DAY = date(2031, 2, 3)
@@ -284,19 +283,8 @@ def test_a_child_forked_while_a_thread_reads_the_floor_does_not_hang(
     first = threading.Thread(target=users.next_id)
     first.start()
     assert reading.wait(5)
-    pid = os.fork()
-    if pid == 0:  # the child: its first call must not wait for a lock held by a parent's thread
-        signal.alarm(10)
-        try:
-            users.next_id()
-        except BaseException:
-            os._exit(1)
-        os._exit(0)
-    wait(1.0)  # the child calls while the parent's thread still reads the floor
-    release.set()
+    assert child_call_status(users.next_id, release) == 0
     first.join(10)
-    _, status = os.waitpid(pid, 0)
-    assert os.waitstatus_to_exitcode(status) == 0
 
 
 def test_a_short_id_heal_with_a_floor_keeps_this_processes_uncommitted_values(

@@ -132,25 +132,28 @@ def _draw(load: Load, ready: Any, done: Any, stop: Any, out: Any) -> None:
     out.put(("failed", repr(failures[0])) if failures else ("ok", results))
 
 
-def run_with_fault(
-    load: Load,
+def run_beside_fault(
+    worker: Callable[..., None],
+    load: Any,
     fault: Callable[[], Any],
     *,
     processes: int = 3,
     at: float = 1.0,
     after: float = 1.0,
-) -> dict[str, Drawn]:
-    """Run ``processes`` workers on ``load``, call ``fault()`` ``at`` seconds into drawing, and
-    stop them ``after`` seconds after it returned."""
+) -> list[Any]:
+    """Start ``processes`` spawned ``worker(load, ready, done, stop, out)``; once all wait at the
+    ``ready`` barrier, call ``fault()`` ``at`` seconds later, set ``done`` when it returned and
+    ``stop`` ``after`` seconds later. Each worker puts ``("ok", payload)`` or ``("failed", why)``
+    on ``out``; returns the payloads."""
     ctx = multiprocessing.get_context("spawn")
     ready = ctx.Barrier(processes + 1)
     done, stop = ctx.Event(), ctx.Event()
     out = ctx.Queue()
     workers = [
-        ctx.Process(target=_draw, args=(load, ready, done, stop, out)) for _ in range(processes)
+        ctx.Process(target=worker, args=(load, ready, done, stop, out)) for _ in range(processes)
     ]
-    for worker in workers:
-        worker.start()
+    for process in workers:
+        process.start()
     try:
         ready.wait(timeout=60)
         time.sleep(at)
@@ -160,7 +163,7 @@ def run_with_fault(
             done.set()
             time.sleep(after)
             stop.set()
-        merged: dict[str, Drawn] = {label: Drawn() for label, _, _ in CONFIGS}
+        payloads = []
         for _ in workers:
             try:
                 status, payload = out.get(timeout=60 + load.seconds)
@@ -168,18 +171,34 @@ def run_with_fault(
                 raise RuntimeError("a load worker did not report") from None
             if status != "ok":
                 raise RuntimeError(f"a load worker failed: {payload}")
-            for label, drawn in payload.items():
-                merged[label].values.extend(drawn.values)
-                merged[label].errors.update(drawn.errors)
-                merged[label].rewinds += drawn.rewinds
-                merged[label].within += drawn.duplicates()
-                merged[label].after += drawn.after
-        return merged
+            payloads.append(payload)
+        return payloads
     finally:
-        for worker in workers:
-            worker.join(timeout=10)
-            if worker.is_alive():
-                worker.kill()
+        for process in workers:
+            process.join(timeout=10)
+            if process.is_alive():
+                process.kill()
+
+
+def run_with_fault(
+    load: Load,
+    fault: Callable[[], Any],
+    *,
+    processes: int = 3,
+    at: float = 1.0,
+    after: float = 1.0,
+) -> dict[str, Drawn]:
+    """Run ``processes`` workers on ``load``, call ``fault()`` ``at`` seconds into drawing, and
+    stop them ``after`` seconds after it returned; what they drew, per generator."""
+    merged: dict[str, Drawn] = {label: Drawn() for label, _, _ in CONFIGS}
+    for payload in run_beside_fault(_draw, load, fault, processes=processes, at=at, after=after):
+        for label, drawn in payload.items():
+            merged[label].values.extend(drawn.values)
+            merged[label].errors.update(drawn.errors)
+            merged[label].rewinds += drawn.rewinds
+            merged[label].within += drawn.duplicates()
+            merged[label].after += drawn.after
+    return merged
 
 
 def report(results: dict[str, Drawn]) -> str:

@@ -8,8 +8,7 @@ retried, so a test can require zero.
 
 from __future__ import annotations
 
-import multiprocessing
-import queue
+import os
 import time
 from collections import Counter
 from dataclasses import dataclass
@@ -20,6 +19,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 
 from sa_redis_ids import RedisIds, SaRedisIdsError, floor_from_column, redis_id
+from tests.support.faults import run_beside_fault
 
 TABLE = "fault_rows"
 
@@ -67,7 +67,8 @@ def model(load: OrmLoad, engine: Any) -> Any:
     return Row
 
 
-def _insert(load: OrmLoad, name: str, ready: Any, stop: Any, out: Any) -> None:
+def _insert(load: OrmLoad, ready: Any, done: Any, stop: Any, out: Any) -> None:
+    name = f"w{os.getpid()}"
     engine = create_engine(load.db_url)
     row = model(load, engine)
     ready.wait()
@@ -86,7 +87,7 @@ def _insert(load: OrmLoad, name: str, ready: Any, stop: Any, out: Any) -> None:
                 failed[type(exc).__name__] += 1
                 time.sleep(0.01)
     engine.dispose()
-    out.put((batches, failed))
+    out.put(("ok", (batches, failed)))
 
 
 def insert_with_fault(
@@ -94,35 +95,10 @@ def insert_with_fault(
 ) -> tuple[int, Counter[str]]:
     """Insert from ``processes`` workers, call ``fault()`` ``at`` s in, stop ``after`` s later;
     returns the batches committed and the failures by type."""
-    ctx = multiprocessing.get_context("spawn")
-    ready = ctx.Barrier(processes + 1)
-    stop = ctx.Event()
-    out = ctx.Queue()
-    workers = [
-        ctx.Process(target=_insert, args=(load, f"w{i}", ready, stop, out))
-        for i in range(processes)
-    ]
-    for worker in workers:
-        worker.start()
-    try:
-        ready.wait(timeout=60)
-        time.sleep(at)
-        try:
-            fault()
-        finally:
-            time.sleep(after)
-            stop.set()
-        batches, failed = 0, Counter[str]()
-        for _ in workers:
-            try:
-                done, errors = out.get(timeout=60 + load.seconds)
-            except queue.Empty:
-                raise RuntimeError("an insert worker did not report") from None
-            batches += done
-            failed.update(errors)
-        return batches, failed
-    finally:
-        for worker in workers:
-            worker.join(timeout=10)
-            if worker.is_alive():
-                worker.kill()
+    batches, failed = 0, Counter[str]()
+    for done, errors in run_beside_fault(
+        _insert, load, fault, processes=processes, at=at, after=after
+    ):
+        batches += done
+        failed.update(errors)
+    return batches, failed

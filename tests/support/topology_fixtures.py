@@ -44,3 +44,15 @@ def sentinel_topology() -> Iterator[SentinelTopology]:
 def replicated_cluster() -> Iterator[ReplicatedCluster]:
     """A 6-node Redis Cluster (3 masters, 3 replicas), shared by the session."""
     yield from _run(ReplicatedCluster())
+
+
+@pytest.fixture
+def own_sentinels() -> Iterator[SentinelTopology]:
+    """A master, a replica and three Sentinels of this test alone (for tests that break them)."""
+    yield from _run(SentinelTopology())
+
+
+@pytest.fixture
+def own_cluster() -> Iterator[ReplicatedCluster]:
+    """A 6-node Cluster (3 masters with a replica each) of this test alone."""
+    yield from _run(ReplicatedCluster())
