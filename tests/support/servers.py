@@ -129,6 +129,23 @@ class RedisServer:
         return self.process is not None and self.process.poll() is None
 
 
+def create_cluster(servers: list[RedisServer], *, replicas: int) -> None:
+    """Start cluster-enabled ``servers`` and join them with ``redis-cli --cluster create``
+    (``replicas`` per master)."""
+    cli = require_binary("redis-cli")
+    for server in servers:
+        server.start()
+    addresses = [f"{HOST}:{server.port}" for server in servers]
+    per_master = ["--cluster-replicas", str(replicas)]
+    subprocess.run(
+        [cli, "--cluster", "create", *addresses, *per_master, "--cluster-yes"],
+        check=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        timeout=60,
+    )
+
+
 class RedisClusterProcesses:
     """Three cluster-enabled servers joined with ``redis-cli --cluster create``."""
 
@@ -141,17 +158,7 @@ class RedisClusterProcesses:
         return self.servers[0].url
 
     def start(self) -> RedisClusterProcesses:
-        cli = require_binary("redis-cli")
-        for server in self.servers:
-            server.start()
-        addresses = [f"{HOST}:{server.port}" for server in self.servers]
-        subprocess.run(
-            [cli, "--cluster", "create", *addresses, "--cluster-replicas", "0", "--cluster-yes"],
-            check=True,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            timeout=60,
-        )
+        create_cluster(self.servers, replicas=0)
         deadline = time.monotonic() + 30
         for server in self.servers:
             while server.client().cluster("INFO").get("cluster_state") != "ok":

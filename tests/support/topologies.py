@@ -23,7 +23,7 @@ from typing import Any
 
 import redis
 
-from tests.support.servers import HOST, RedisServer, free_port
+from tests.support.servers import HOST, RedisServer, create_cluster, free_port
 from tests.support.services import require_binary
 
 #: Options of every data node: a replica resyncs at once instead of waiting 5 s for more replicas.
@@ -288,17 +288,7 @@ class ReplicatedCluster:
         return next(server for server in self.servers if server.running).url
 
     def start(self) -> ReplicatedCluster:
-        cli = require_binary("redis-cli")
-        for server in self.servers:
-            server.start()
-        addresses = [f"{HOST}:{server.port}" for server in self.servers]
-        subprocess.run(
-            [cli, "--cluster", "create", *addresses, "--cluster-replicas", "1", "--cluster-yes"],
-            check=True,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            timeout=60,
-        )
+        create_cluster(self.servers, replicas=1)
         self.wait_healthy()
         return self
 
