@@ -43,7 +43,7 @@ Locker = Callable[[str], AbstractContextManager[Any]]
 DAY_INIT_LOCK_TTL = 10.0
 """Seconds the first-of-day Redlock is held at most (one floor query and one script call)."""
 
-ATTEMPTS = 4
+ATTEMPTS = 6
 """Script calls one take may need: a window rebuilt after a miss, a day seeded from its floor."""
 
 
