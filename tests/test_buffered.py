@@ -200,6 +200,7 @@ def test_same_buffering_gives_the_same_generator_and_other_buffering_is_refused(
 ) -> None:
     users = ids.sequence("users", block=1000)
     assert ids.sequence("users", block=1000) is users
+    assert ids.sequence("users", block=Buffering(1000, target_seconds=60)) is users, "60 == 60.0"
     with pytest.raises(ConfigError, match="already exists"):
         ids.sequence("users")
     with pytest.raises(ConfigError, match="already exists"):

@@ -8,7 +8,11 @@ from pathlib import Path
 import pytest
 
 README = Path(__file__).resolve().parent.parent / "README.md"
-SECTIONS = ["### When Redis forgets", "## Replicas, Sentinel and eviction"]
+SECTIONS = [
+    "### When Redis forgets",
+    "## Replicas, Sentinel and eviction",
+    "### Buffering (`block=`)",
+]
 
 
 def blocks(section: str) -> list[str]:

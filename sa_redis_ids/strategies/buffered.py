@@ -101,10 +101,21 @@ class Buffering:
         target = self.target_seconds
         if isinstance(target, bool) or not isinstance(target, (int, float)) or not target > 0:
             raise ConfigError(f"target_seconds={target!r} must be a positive number of seconds")
-        return replace(self, block=block, min_block=low, max_block=high, target_seconds=target)
+        return replace(
+            self,
+            block=block,
+            min_block=low,
+            max_block=high,
+            prefetch=None if prefetch is None else float(prefetch),
+            target_seconds=float(target),
+        )
 
     def describe(self) -> str:
-        """A short text of the options (part of a generator's ``local_config``)."""
+        """A short text of the options (part of a generator's ``local_config``).
+
+        Of resolved options, equal options give equal texts (``target_seconds=60`` and ``60.0``):
+        :meth:`resolved` makes the numbers floats.
+        """
         return (
             f"block={self.block}[{self.min_block}..{self.max_block}],"
             f"prefetch={self.prefetch},target={self.target_seconds}s"
