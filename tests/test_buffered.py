@@ -182,6 +182,19 @@ def test_the_end_of_the_sequence_is_reached_with_smaller_blocks(ids: RedisIds) -
         top.next_id()
 
 
+def test_a_batch_past_the_end_of_the_sequence_raises_instead_of_coming_short(
+    ids: RedisIds,
+) -> None:
+    top = ids.sequence("top", start=BIGINT_MAX - 9, block=Buffering(4, max_block=4, prefetch=None))
+    with pytest.raises(SequenceExhausted):
+        top.next_ids(12)  # 10 values left
+    assert top.next_id() == BIGINT_MAX - 9
+    with pytest.raises(SequenceExhausted):
+        top.next_ids(10)  # 3 buffered and 6 in Redis
+    assert stats(top).ids_dropped == 3, "the buffered values it took are gaps"
+    assert top.next_ids(6) == list(range(BIGINT_MAX - 5, BIGINT_MAX + 1))
+
+
 def test_dropped_values_are_gaps_never_reissued(ids: RedisIds) -> None:
     users = ids.sequence("users", block=Buffering(10, max_block=10, prefetch=None))
     assert users.next_ids(3) == [1, 2, 3]
@@ -353,6 +366,14 @@ def test_a_buffered_date_prefixed_day_keeps_its_capacity_for_other_processes(
     assert small.buffer.options.max_block == 10, "at most 0.1% of a day by default"
     values = small.next_ids(25)
     assert len(set(values)) == 25
+
+
+def test_a_batch_past_the_end_of_a_day_raises_instead_of_coming_short(ids: RedisIds) -> None:
+    tiny = ids.date_prefixed("tiny", length=9, block=Buffering(4, prefetch=None))  # 9 a day
+    shift_to_local(tiny, DAY, clock_time(12, 0))
+    with pytest.raises(SequenceExhausted):
+        tiny.next_ids(12)
+    assert [tiny.parse(v).counter for v in tiny.next_ids(9)] == list(range(1, 10))
 
 
 # -- many processes, many nodes, fork -------------------------------------------------------------

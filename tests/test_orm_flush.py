@@ -18,7 +18,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, relationship
 from sqlalchemy.pool import StaticPool
 
-from sa_redis_ids import RedisIds, redis_id_column, register
+from sa_redis_ids import RedisIds, SequenceExhausted, redis_id_column, register
 from sa_redis_ids.orm import assign_ids
 from sa_redis_ids.orm.batches import batch_limit
 from sa_redis_ids.orm.flush import FLUSH_RESERVATION
@@ -272,6 +272,20 @@ def test_assign_ids_gives_ids_before_the_flush(base: Any, sqlite: Engine) -> Non
         session.commit()
         assert trips.take() == {}, "the flush had nothing left to reserve"
         assert sorted(session.scalars(select(Child.parent_id))) == [1, 1]
+
+
+def test_assign_ids_assigns_nothing_when_a_generator_comes_short(base: Any, sqlite: Engine) -> None:
+    ids = RedisIds.embedded()
+    parents, children = ids.sequence("parents"), ids.sequence("children", start=50)
+    children.next_ids = lambda n: list(range(50, 50 + n - 1))  # type: ignore[method-assign]
+    Parent, Child = _parent_child(base, parents, children)
+    base.metadata.create_all(sqlite)
+    with Session(sqlite) as session:
+        parent = Parent(children=[Child(), Child()])
+        session.add(parent)
+        with pytest.raises(SequenceExhausted, match="gave 1 values for 2 objects"):
+            assign_ids(session)
+        assert parent.id is None and [c.id for c in parent.children] == [None, None]
 
 
 def test_a_session_subclass_and_sessionmaker_get_the_listeners(base: Any, sqlite: Engine) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from sa_redis_ids.errors import SequenceExhausted
 from sa_redis_ids.strategies.base import IdGenerator
 
 
@@ -13,11 +14,21 @@ def batch_limit(generator: IdGenerator[Any]) -> int:
 
 
 def take(generator: IdGenerator[Any], n: int) -> list[Any]:
-    """``n`` values: one ``next_ids`` call, or one per ``max_batch`` values beyond that."""
+    """``n`` values: one ``next_ids`` call, or one per ``max_batch`` values beyond that.
+
+    Raises :class:`~sa_redis_ids.SequenceExhausted` if the generator gave fewer values than asked
+    (rather than leave objects without an ID): the values it gave are dropped (gaps).
+    """
     limit = generator.max_batch
     if n <= limit:
-        return generator.next_ids(n)
-    values: list[Any] = []
-    for start in range(0, n, limit):
-        values.extend(generator.next_ids(min(limit, n - start)))
+        values = generator.next_ids(n)
+    else:
+        values = []
+        for start in range(0, n, limit):
+            values.extend(generator.next_ids(min(limit, n - start)))
+    if len(values) != n:
+        raise SequenceExhausted(
+            f"next_ids gave {len(values)} values for {n} objects; none of them was used",
+            namespace=generator.namespace,
+        )
     return values

@@ -104,12 +104,14 @@ def assign_ids(session: Session) -> int:
     """Give every pending object of ``session`` its IDs now (before the flush); returns how many.
 
     One ``next_ids`` per generator. Useful to know IDs before the INSERT, e.g. to put them in a
-    message; the flush then has nothing left to reserve.
+    message; the flush then has nothing left to reserve. All or nothing: every generator's values
+    are taken before any object is touched, so an error (say ``SequenceExhausted``) assigns none.
     """
     targets = pending_targets(session)
     _check_dialect(session, targets)
-    for generator, pairs in targets.items():
-        assign(targets, generator, take(generator, len(pairs)))
+    taken = {generator: take(generator, len(pairs)) for generator, pairs in targets.items()}
+    for generator, values in taken.items():
+        assign(targets, generator, values)
     return sum(len(pairs) for pairs in targets.values())
 
 

@@ -287,31 +287,45 @@ class SegmentBuffer(Generic[V]):
 
     def next_ids(self, n: int) -> list[V]:
         """``n`` values: from the buffer while it lasts; a shortfall of a block or more is fetched
-        directly in one call (without disturbing the buffer)."""
+        directly in one call (without disturbing the buffer).
+
+        Exactly ``n`` values or an error (:class:`SequenceExhausted` when the counter or the day
+        runs out), never fewer: on an error the values this call already took are dropped (gaps).
+        """
         if check_count(n) == 0:
             return []
         prefetch = 0
         waited = False
+        out: list[V] = []
         with self._lock:
-            if self.expiring and self._clock() >= self._deadline:
-                self._drop_current()
-            out = list(islice(self._it, n))
-            while len(out) < n:
-                if self._tail is not None:
-                    prefetch = prefetch or self._enter_tail()
-                elif n - len(out) >= self._size and self._next is None:
-                    break  # a block or more is missing: fetch it directly, below
-                else:
-                    if prefetch:  # the fetch claimed above has not started: do it here instead
-                        self._fetching, prefetch = False, 0
-                    waited = self._refill() or waited
-                out.extend(islice(self._it, n - len(out)))
+            try:
+                if self.expiring and self._clock() >= self._deadline:
+                    self._drop_current()
+                out.extend(islice(self._it, n))
+                while len(out) < n:
+                    if self._tail is not None:
+                        prefetch = prefetch or self._enter_tail()
+                    elif n - len(out) >= self._size and self._next is None:
+                        break  # a block or more is missing: fetch it directly, below
+                    else:
+                        if prefetch:  # the fetch claimed above has not started: do it here
+                            self._fetching, prefetch = False, 0
+                        waited = self._refill() or waited
+                    out.extend(islice(self._it, n - len(out)))
+            except BaseException:
+                self._count_dropped(len(out))
+                raise
             if waited:
                 self._waits += 1
         if prefetch:
             self._start_prefetch(prefetch)
         if len(out) < n:
-            out.extend(self._fetch(n - len(out)).values)  # handed out at once: no expiry check
+            try:
+                out.extend(self._fetch(n - len(out), exact=True).values)  # handed out at once
+            except BaseException:
+                with self._lock:
+                    self._count_dropped(len(out))
+                raise
         return out
 
     # -- slow path (lock held) --------------------------------------------------------------------
@@ -414,13 +428,16 @@ class SegmentBuffer(Generic[V]):
             self._count_dropped(left)
 
     def _count_dropped(self, count: int) -> None:
+        if not count:
+            return
         self._dropped_blocks += 1
         self._dropped_ids += count
 
     # -- fetching ---------------------------------------------------------------------------------
 
-    def _fetch(self, n: int) -> _Held[V]:
-        """One segment of up to ``n`` values; near the end of a counter, smaller ones are tried."""
+    def _fetch(self, n: int, *, exact: bool = False) -> _Held[V]:
+        """One segment of up to ``n`` values; near the end of a counter, smaller ones are tried
+        (``exact``: ``n`` values or :class:`SequenceExhausted`, for a batch handed out at once)."""
         started = time.perf_counter()
         while True:
             sent = self._clock()
@@ -428,7 +445,7 @@ class SegmentBuffer(Generic[V]):
                 segment = self._fetch_source(n)
                 break
             except SequenceExhausted:
-                if n <= 1:
+                if n <= 1 or exact:
                     raise
                 n //= 2
         spent = (time.perf_counter() - started) * 1000
