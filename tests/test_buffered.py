@@ -203,6 +203,27 @@ def test_dropped_values_are_gaps_never_reissued(ids: RedisIds) -> None:
     assert users.next_id() == 11
 
 
+def test_a_block_fetched_before_a_drop_is_never_handed_out_after_it() -> None:
+    counter = iter(range(1, 10_000))
+    started, release = threading.Event(), threading.Event()
+
+    def fetch(n: int) -> Segment[int]:
+        values = [next(counter) for _ in range(n)]
+        if values[0] > 1:  # taken from the source now, lands after the drop
+            started.set()
+            assert release.wait(30)
+        return Segment(values)
+
+    buffer = SegmentBuffer(fetch, Buffering(10, max_block=10).resolved(10**9))
+    assert [buffer.next_id(), buffer.next_id()] == [1, 2]  # past the prefetch point
+    assert started.wait(30), "the prefetch started"
+    buffer.drop()
+    release.set()
+    assert buffer.settle(timeout=30)
+    assert buffer.next_id() == 21, "the block 11..20 fetched before the drop is a gap"
+    assert buffer.stats().ids_dropped == 10
+
+
 def test_an_unbuffered_generator_has_no_stats(ids: RedisIds) -> None:
     assert ids.sequence("plain").stats() is None
     assert ids.sequence("plain").buffer is None

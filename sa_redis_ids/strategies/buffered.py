@@ -229,6 +229,7 @@ class SegmentBuffer(Generic[V]):
         self._started = 0.0
         self._next: _Held[V] | None = None
         self._fetching = False
+        self._generation = 0
         self._blocks = self._ids = self._prefetches = self._waits = 0
         self._dropped_blocks = self._dropped_ids = self._errors = 0
         self._refills = 0
@@ -391,7 +392,7 @@ class SegmentBuffer(Generic[V]):
             self._cond.wait()
             return True
         self._fetching = True
-        size = self._size
+        size, generation = self._size, self._generation
         self._lock.release()
         try:
             fetched = self._fetch(size)
@@ -399,8 +400,16 @@ class SegmentBuffer(Generic[V]):
             self._lock.acquire()
             self._fetching = False
             self._cond.notify_all()
-        self._next = fetched
+        self._land(fetched, generation)
         return True
+
+    def _land(self, held: _Held[V], generation: int) -> None:
+        """Keep a fetched segment as the next one, unless :meth:`drop` ran since its fetch started:
+        then it is dropped too (gaps), so no value fetched before a drop is handed out after it."""
+        if generation != self._generation:
+            self._count_dropped(len(held.values))
+        else:
+            self._next = held
 
     def _install(self, held: _Held[V]) -> None:
         values = held.values
@@ -483,6 +492,7 @@ class SegmentBuffer(Generic[V]):
                 self._cond.notify_all()
 
     def _prefetch(self, size: int) -> None:
+        generation = self._generation  # read before the request is sent
         try:
             held: _Held[V] | None = self._fetch(size)
         except BaseException:  # the caller that runs dry retries in the foreground and sees it
@@ -492,7 +502,7 @@ class SegmentBuffer(Generic[V]):
             if held is None:
                 self._errors += 1
             else:
-                self._next = held
+                self._land(held, generation)
                 self._prefetches += 1
             self._cond.notify_all()
 
@@ -527,8 +537,13 @@ class SegmentBuffer(Generic[V]):
             return self._cond.wait_for(lambda: not self._fetching, timeout)
 
     def drop(self) -> int:
-        """Discard every buffered value (they become gaps); returns how many were dropped."""
+        """Discard every buffered value (they become gaps); returns how many were dropped.
+
+        A fetch in flight is discarded too when it lands (a new generation): its values may have
+        been taken before the drop.
+        """
         with self._lock:
+            self._generation += 1
             left = length_hint(self._it) + (len(self._tail) if self._tail is not None else 0)
             self._it, self._tail, self._deadline = _EMPTY, None, math.inf
             if self._next is not None:
