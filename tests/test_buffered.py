@@ -15,14 +15,16 @@ import time
 from collections.abc import Callable
 from datetime import date
 from datetime import time as clock_time
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
-from sa_redis_ids import Buffering, ConfigError, RedisIds, SequenceExhausted
+from sa_redis_ids import Buffering, ConfigError, DayPurged, RedisIds, SequenceExhausted
 from sa_redis_ids.bounds import BIGINT_MAX
 from sa_redis_ids.strategies import buffered
 from sa_redis_ids.strategies.buffered import BufferedGenerator, BufferStats, Segment, SegmentBuffer
+from sa_redis_ids.strategies.dated import DatedBlock
 from tests.conftest import Backend
 from tests.support.days import shift_to_local
 from tests.support.servers import RedisServer
@@ -395,6 +397,64 @@ def test_a_batch_past_the_end_of_a_day_raises_instead_of_coming_short(ids: Redis
     with pytest.raises(SequenceExhausted):
         tiny.next_ids(12)
     assert [tiny.parse(v).counter for v in tiny.next_ids(9)] == list(range(1, 10))
+
+
+def test_a_days_block_is_dropped_when_a_later_days_block_arrives(ids: RedisIds) -> None:
+    clock = FakeClock()  # the local clock stands still: only the Redis clock steps past midnight
+    invoices = ids.date_prefixed("invoices", block=Buffering(100, max_block=100, clock=clock))
+    shift_to_local(invoices, DAY, clock_time(23, 59, 0))
+    invoices.next_id()
+    draw_until_fetch(invoices, clock, 0.0)
+    shift_to_local(invoices, NEXT_DAY, clock_time(0, 0, 1))
+    draw_until_fetch(invoices, clock, 0.0)  # the first block fetched after the step
+    assert [invoices.parse(invoices.next_id()).day for _ in range(5)] == [NEXT_DAY] * 5
+
+
+def test_a_days_block_expires_before_its_day_ends_by_the_redis_clock() -> None:
+    clock = FakeClock()
+    counter = iter(range(1, 10_000))
+
+    def take_block(n: int) -> DatedBlock[int]:  # Redis read 0 ms: it may have been 0.999 ms
+        return DatedBlock(DAY, [next(counter) for _ in range(n)], redis_now_ms=0, day_end_ms=1000)
+
+    generator = SimpleNamespace(clock=SimpleNamespace(offset_ms=0), _take_block=take_block)
+    fetch, _ = buffered.day_source(generator)
+    options = Buffering(10, prefetch=None).resolved(10**9)
+    buffer = SegmentBuffer(fetch, options, clock=clock, expiring=True)
+    assert buffer.next_id() == 1
+    clock.now += 0.999
+    assert buffer.next_id() == 11, "the block was dropped by 0.999 s after the request was sent"
+
+
+def test_purging_a_day_drops_this_processes_buffered_blocks_of_it(ids: RedisIds) -> None:
+    invoices = ids.date_prefixed("invoices", block=Buffering(100, max_block=100, prefetch=None))
+    shift_to_local(invoices, DAY, clock_time(12, 0))
+    invoices.next_id()
+    assert invoices.purge_before(NEXT_DAY) == [DAY]
+    assert stats(invoices).ids_left == 0
+    with pytest.raises(DayPurged):
+        invoices.next_id()
+
+
+def test_a_block_of_a_retired_period_in_flight_is_dropped_when_it_lands() -> None:
+    counter = iter(range(1, 10_000))
+    started, release = threading.Event(), threading.Event()
+
+    def fetch(n: int) -> Segment[int]:
+        values = [next(counter) for _ in range(n)]
+        if values[0] > 1:  # taken from the source now, lands after the period is retired
+            started.set()
+            assert release.wait(30)
+        return Segment(values, lifetime=1e6, period_end=1000)
+
+    options = Buffering(10, max_block=10).resolved(10**9)
+    buffer = SegmentBuffer(fetch, options, expiring=True)
+    assert [buffer.next_id(), buffer.next_id()] == [1, 2]  # past the prefetch point
+    assert started.wait(30), "the prefetch started"
+    assert buffer.end_periods(1000) == 8
+    release.set()
+    assert buffer.settle(timeout=30)
+    assert buffer.stats().ids_left == 0, "the block 11..20 of the retired period was dropped"
 
 
 # -- many processes, many nodes, fork -------------------------------------------------------------

@@ -17,8 +17,13 @@ how long a block of the current size would last. If under ``target_seconds`` the
 doubled; if over twice ``target_seconds`` it is halved; always within ``[min_block, max_block]``.
 
 Expiry: a segment may carry a deadline on the buffer's clock (a date-prefixed segment expires when its
-day ends by the Redis clock, translated to local time with the Redis-vs-local offset seen at fetch).
-An expired segment is dropped, so a block never spans two days.
+day ends by the Redis clock, translated to local time with the Redis-vs-local offset seen at fetch,
+counted from the send of the request and shortened by :data:`CLOCK_RATE_MARGIN`, so early rather
+than late). An expired segment is dropped, so a block never spans two days. Each fetch reads the
+Redis clock again: a block of a later day drops an earlier day's block at once, and a block of the
+same day moves the deadline earlier if the Redis clock stepped forward. So a step of the Redis clock
+(not a rate difference) is noticed at the next fetch, at the latest. :meth:`SegmentBuffer.end_periods`
+drops the blocks of days a purge retired, including one still in flight.
 
 Gaps: values still buffered when a process exits (or that expire, or that a forked child drops) are
 never issued by anyone: they become gaps in the sequence, never duplicates.
@@ -51,6 +56,10 @@ DEFAULT_MAX_BLOCK = 100_000
 """Default ceiling of the adapted block size (also bounded to 0.1% of the generator's capacity)."""
 RANGE_MAX_BLOCK = 1_000_000
 """Default ceiling for strategies whose blocks are ``range`` objects (no memory per value)."""
+CLOCK_RATE_MARGIN = 0.001
+"""Share of a segment's lifetime its local deadline comes early: the local monotonic clock and the
+Redis server's clock may run at slightly different rates (quartz drifts ~0.01 %, NTP slews at most
+0.05 %), so a deadline a day away could otherwise be seconds late."""
 
 
 @dataclass(frozen=True)
@@ -136,18 +145,22 @@ class Segment(Generic[V]):
 
     ``lifetime`` is in seconds from the moment the request was sent (``None``: forever). Counting
     from the send makes the local deadline early rather than late: Redis read its clock after that.
+    ``period_end`` is where the segment's period ends on the source's clock (a day's block: the UTC
+    ms its day ends by Redis); a segment of a later period proves that earlier periods are over.
     """
 
     values: Sequence[V]
     lifetime: float | None = None
+    period_end: int | None = None
 
 
 @dataclass(frozen=True)
 class _Held(Generic[V]):
-    """A fetched segment with its deadline on the buffer's clock (``inf``: none)."""
+    """A fetched segment with its deadline on the buffer's clock (``inf``: none) and period."""
 
     values: Sequence[V]
     deadline: float
+    period_end: int | None = None
 
 
 @dataclass(frozen=True)
@@ -225,6 +238,9 @@ class SegmentBuffer(Generic[V]):
         self._it: Iterator[V] = _EMPTY
         self._tail: Sequence[V] | None = None
         self._deadline = math.inf
+        self._period_end: int | None = None
+        self._ended = -math.inf
+        """Periods ending at or before this were retired (:meth:`end_periods`)."""
         self._head_size = 0
         self._started = 0.0
         self._next: _Held[V] | None = None
@@ -404,12 +420,21 @@ class SegmentBuffer(Generic[V]):
         return True
 
     def _land(self, held: _Held[V], generation: int) -> None:
-        """Keep a fetched segment as the next one, unless :meth:`drop` ran since its fetch started:
-        then it is dropped too (gaps), so no value fetched before a drop is handed out after it."""
-        if generation != self._generation:
+        """Keep a fetched segment as the next one, unless :meth:`drop` ran since its fetch started
+        or its period was retired: then it is dropped too (gaps), so no value fetched before a drop
+        is handed out after it. Its fresh reading of the source's clock ends the current segment
+        if that one's period is over, or moves its deadline earlier if the clock stepped forward.
+        """
+        end = held.period_end
+        if generation != self._generation or (end is not None and end <= self._ended):
             self._count_dropped(len(held.values))
-        else:
-            self._next = held
+            return
+        if end is not None and self._period_end is not None:
+            if self._period_end < end:
+                self._drop_current()
+            elif self._period_end == end:
+                self._deadline = min(self._deadline, held.deadline)
+        self._next = held
 
     def _install(self, held: _Held[V]) -> None:
         values = held.values
@@ -427,14 +452,16 @@ class SegmentBuffer(Generic[V]):
         self._head_size = head
         self._started = self._clock()
         self._deadline = held.deadline
+        self._period_end = held.period_end
 
-    def _drop_current(self) -> None:
+    def _drop_current(self) -> int:
         left = length_hint(self._it) + (len(self._tail) if self._tail is not None else 0)
         self._it = _EMPTY
         self._tail = None
         self._deadline = math.inf
-        if left:
-            self._count_dropped(left)
+        self._period_end = None
+        self._count_dropped(left)
+        return left
 
     def _count_dropped(self, count: int) -> None:
         if not count:
@@ -463,7 +490,8 @@ class SegmentBuffer(Generic[V]):
         lifetime = segment.lifetime
         if lifetime is None or not self.expiring:  # only an expiring buffer honours lifetimes
             return _Held(segment.values, math.inf)
-        return _Held(segment.values, sent + lifetime)
+        deadline = sent + lifetime * (1 - CLOCK_RATE_MARGIN)
+        return _Held(segment.values, deadline, segment.period_end)
 
     def _record(self, count: int, spent_ms: float) -> None:
         self._blocks += 1
@@ -546,9 +574,26 @@ class SegmentBuffer(Generic[V]):
             self._generation += 1
             left = length_hint(self._it) + (len(self._tail) if self._tail is not None else 0)
             self._it, self._tail, self._deadline = _EMPTY, None, math.inf
+            self._period_end = None
             if self._next is not None:
                 left += len(self._next.values)
                 self._next = None
+            return left
+
+    def end_periods(self, through: int) -> int:
+        """Drop every segment whose period ends at or before ``through`` (on the source's clock),
+        buffered now or landing later from a fetch in flight: the source retired those periods
+        (days a purge deleted). Returns how many buffered values were dropped (gaps)."""
+        with self._lock:
+            self._ended = max(self._ended, through)
+            left = 0
+            if self._period_end is not None and self._period_end <= through:
+                left += self._drop_current()
+            held = self._next
+            if held is not None and held.period_end is not None and held.period_end <= through:
+                self._next = None
+                left += len(held.values)
+                self._count_dropped(len(held.values))
             return left
 
     def _after_fork_in_child(self) -> None:
@@ -573,8 +618,8 @@ def day_source(generator: Any) -> tuple[Callable[[int], Segment[Any]], Callable[
     """The ``fetch`` and the clock of a buffer over a date-keyed generator's ``_take_block(n)``.
 
     Each block says the Redis time it was taken at and the UTC ms its day ends, so its lifetime is
-    ``day_end_ms − redis_now_ms``: the buffer drops it at the day change by its own clock, without
-    asking Redis again. The clock is ``time.monotonic()`` plus the generator's test offset
+    ``day_end_ms − redis_now_ms − 1`` ms (Redis ``TIME`` is truncated to the ms: it may have been
+    1 ms later): the buffer drops it at the day change by its own clock, without asking Redis again. The clock is ``time.monotonic()`` plus the generator's test offset
     (:func:`sa_redis_ids.testing.shift_time`), so a test that moves Redis time past midnight moves
     the buffer's deadline check with it.
     """
@@ -587,7 +632,8 @@ def day_source(generator: Any) -> tuple[Callable[[int], Segment[Any]], Callable[
 
     def fetch(n: int) -> Segment[Any]:
         block = generator._take_block(n)
-        return Segment(block.values, lifetime=(block.day_end_ms - block.redis_now_ms) / 1000)
+        lifetime = (block.day_end_ms - block.redis_now_ms - 1) / 1000
+        return Segment(block.values, lifetime=lifetime, period_end=block.day_end_ms)
 
     return fetch, clock
 

@@ -19,6 +19,7 @@ from datetime import date, timedelta
 from typing import TYPE_CHECKING
 
 from sa_redis_ids.bounds import BIGINT_MAX, limit_for
+from sa_redis_ids.clock import day_start_ms
 from sa_redis_ids.errors import ConfigError, SequenceExhausted
 from sa_redis_ids.strategies.base import check_int_option
 from sa_redis_ids.strategies.buffered import BufferedGenerator, Buffering, day_source
@@ -206,6 +207,14 @@ class DatePrefixedGenerator(BufferedGenerator[int], DatedGenerator[int]):
 
     def _store_key(self) -> str:
         return self.keys.key(self.strategy)
+
+    def purge_before(self, day: date) -> list[date]:
+        """As :meth:`DatedGenerator.purge_before`, and first drop this process's buffered blocks of
+        the purged days (a fetch in flight included). Other processes keep theirs at most until
+        those days end by their deadlines (maintenance purges days long over: none are left)."""
+        if self.buffer is not None:
+            self.buffer.end_periods(day_start_ms(day, self.clock.tz))
+        return super().purge_before(day)
 
     def _check_day(self, day: date) -> None:
         if not self.first_day <= day <= self.last_day:
