@@ -275,11 +275,13 @@ class Redlock:
                 name=self.name,
             )
         wait = self.timeout if timeout is None else _seconds("timeout", timeout, low=0.0)
-        token = secrets.token_hex(16)
         deadline = self._clock() + wait
         attempts = 0
         while True:
             attempts += 1
+            # A token per attempt: a failed attempt's unlock that reaches a node late must not
+            # delete the key a later attempt set there.
+            token = secrets.token_hex(16)
             attempt = self._try(token)
             if not attempt.reason:
                 self._token = token
