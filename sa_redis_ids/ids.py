@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import warnings
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TypeVar
 
@@ -12,6 +13,8 @@ from sa_redis_ids.backend.connect import (
     client_from_sentinel,
     client_from_url,
     embedded_client,
+    is_embedded,
+    socket_timeout_of,
 )
 from sa_redis_ids.backend.nodes import NodeSet
 from sa_redis_ids.backend.replication import DEFAULT_REPLICA_TIMEOUT, check_replica_options
@@ -41,6 +44,10 @@ class RedisIds:
 
     ``RedisIds(client)`` wraps an existing ``redis.Redis`` or ``redis.cluster.RedisCluster`` (a cluster
     counts as one node); a list of clients makes N independent nodes, each issuing its own residue class.
+    Such a client waits on a hung server as long as its own ``socket_timeout`` (forever when it has
+    none: that warns); one call gives up after the longest socket timeout of the clients, not one
+    per node. Build your clients with ``redis.Redis(..., **fail_fast_options())``
+    (:func:`~sa_redis_ids.fail_fast_options`) to fail as fast as the ``from_url`` clients (1 s).
 
     Options every constructor takes:
 
@@ -67,6 +74,16 @@ class RedisIds:
         clients = list(client) if isinstance(client, (list, tuple)) else [client]
         if not clients:
             raise ConfigError("RedisIds needs at least one Redis client")
+        for each in clients:
+            if not is_embedded(each) and socket_timeout_of(each) is None:
+                warnings.warn(
+                    f"the Redis client {each!r} has no socket timeout: a Redis server that hangs "
+                    "holds every ID call (and the flush that asked for it) for as long as the "
+                    "client waits; build it with redis.Redis(..., **fail_fast_options()) or use "
+                    "RedisIds.from_url",
+                    RuntimeWarning,
+                    stacklevel=2,
+                )
         self.prefix = validate_prefix(prefix)
         self.nodes = NodeSet(
             clients,
