@@ -16,7 +16,7 @@ from sa_redis_ids.backend.connect import (
     is_embedded,
     socket_timeout_of,
 )
-from sa_redis_ids.backend.nodes import NodeSet
+from sa_redis_ids.backend.nodes import Node, NodeSet
 from sa_redis_ids.backend.replication import DEFAULT_REPLICA_TIMEOUT, check_replica_options
 from sa_redis_ids.errors import ConfigError
 from sa_redis_ids.keys import DEFAULT_PREFIX, validate_namespace, validate_prefix
@@ -417,9 +417,9 @@ class RedisIds:
         )
         return made
 
-    def _day_lock(self, name: str) -> Redlock:
-        """The Redlock that guards seeding a day's counter from its floor."""
-        return self.lock(name, ttl=DAY_INIT_LOCK_TTL)
+    def _day_lock(self, name: str, nodes: list[Node]) -> Redlock:
+        """The Redlock on ``nodes`` that guards seeding their day counters from a floor."""
+        return self.lock(name, ttl=DAY_INIT_LOCK_TTL, nodes=nodes)
 
     def maintenance(
         self,
@@ -451,8 +451,10 @@ class RedisIds:
         node_timeout: float | None = None,
         retry_delay: float = 0.2,
         fence_ttl: float | None = None,
+        nodes: Sequence[Node] | None = None,
     ) -> Redlock:
-        """A new :class:`~sa_redis_ids.locking.Redlock` named ``name`` over this instance's nodes.
+        """A new :class:`~sa_redis_ids.locking.Redlock` named ``name`` over this instance's nodes
+        (or over ``nodes``, some of ``ids.nodes.nodes``: a majority of those).
 
         ``with ids.lock("name") as lease:`` waits up to ``timeout`` s for a majority of the nodes;
         the lock expires after ``ttl`` s unless extended; ``lease.fencing_token`` increases with
@@ -460,7 +462,7 @@ class RedisIds:
         acquisition, default forever). A new object per call: one lease per holder.
         """
         return Redlock(
-            self.nodes,
+            self.nodes if nodes is None else list(nodes),
             name,
             prefix=self.prefix,
             ttl=ttl,

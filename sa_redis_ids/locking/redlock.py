@@ -182,7 +182,8 @@ class _Attempt:
 
 
 class Redlock:
-    """A distributed lock over the independent Redis masters ``clients`` (or a ``NodeSet``).
+    """A distributed lock over the independent Redis masters ``clients`` (or a ``NodeSet``, or a list
+    of some of its ``Node``s).
 
     ``with Redlock(clients, "name") as lease:`` acquires (waiting up to ``timeout`` seconds) and
     releases; ``lease.fencing_token`` and ``lease.validity`` are set while it is held. A Redis
@@ -224,6 +225,8 @@ class Redlock:
         )
         if isinstance(clients, NodeSet):
             self._nodes = clients.nodes
+        elif isinstance(clients, list) and clients and all(isinstance(n, Node) for n in clients):
+            self._nodes = list(clients)  # some nodes of a NodeSet
         else:
             found = list(clients) if isinstance(clients, (list, tuple)) else [clients]
             if not found:
