@@ -7,6 +7,7 @@
 1
 """
 
+from sa_redis_ids.backend.connect import fail_fast_options
 from sa_redis_ids.errors import (
     ClockMovedBackwards,
     ConfigError,
@@ -65,6 +66,7 @@ __all__ = [
     "SnowflakeGenerator",
     "SnowflakeLayout",
     "SnowflakeParts",
+    "fail_fast_options",
     "floor_from_column",
     "redis_id",
     "redis_id_column",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import warnings
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TypeVar
 
@@ -12,8 +13,10 @@ from sa_redis_ids.backend.connect import (
     client_from_sentinel,
     client_from_url,
     embedded_client,
+    is_embedded,
+    socket_timeout_of,
 )
-from sa_redis_ids.backend.nodes import NodeSet
+from sa_redis_ids.backend.nodes import Node, NodeSet
 from sa_redis_ids.backend.replication import DEFAULT_REPLICA_TIMEOUT, check_replica_options
 from sa_redis_ids.errors import ConfigError
 from sa_redis_ids.keys import DEFAULT_PREFIX, validate_namespace, validate_prefix
@@ -41,6 +44,10 @@ class RedisIds:
 
     ``RedisIds(client)`` wraps an existing ``redis.Redis`` or ``redis.cluster.RedisCluster`` (a cluster
     counts as one node); a list of clients makes N independent nodes, each issuing its own residue class.
+    Such a client waits on a hung server as long as its own ``socket_timeout`` (forever when it has
+    none: that warns); one call gives up after the longest socket timeout of the clients, not one
+    per node. Build your clients with ``redis.Redis(..., **fail_fast_options())``
+    (:func:`~sa_redis_ids.fail_fast_options`) to fail as fast as the ``from_url`` clients (1 s).
 
     Options every constructor takes:
 
@@ -67,6 +74,16 @@ class RedisIds:
         clients = list(client) if isinstance(client, (list, tuple)) else [client]
         if not clients:
             raise ConfigError("RedisIds needs at least one Redis client")
+        for each in clients:
+            if not is_embedded(each) and socket_timeout_of(each) is None:
+                warnings.warn(
+                    f"the Redis client {each!r} has no socket timeout: a Redis server that hangs "
+                    "holds every ID call (and the flush that asked for it) for as long as the "
+                    "client waits; build it with redis.Redis(..., **fail_fast_options()) or use "
+                    "RedisIds.from_url",
+                    RuntimeWarning,
+                    stacklevel=2,
+                )
         self.prefix = validate_prefix(prefix)
         self.nodes = NodeSet(
             clients,
@@ -400,9 +417,9 @@ class RedisIds:
         )
         return made
 
-    def _day_lock(self, name: str) -> Redlock:
-        """The Redlock that guards seeding a day's counter from its floor."""
-        return self.lock(name, ttl=DAY_INIT_LOCK_TTL)
+    def _day_lock(self, name: str, nodes: list[Node]) -> Redlock:
+        """The Redlock on ``nodes`` that guards seeding their day counters from a floor."""
+        return self.lock(name, ttl=DAY_INIT_LOCK_TTL, nodes=nodes)
 
     def maintenance(
         self,
@@ -434,8 +451,10 @@ class RedisIds:
         node_timeout: float | None = None,
         retry_delay: float = 0.2,
         fence_ttl: float | None = None,
+        nodes: Sequence[Node] | None = None,
     ) -> Redlock:
-        """A new :class:`~sa_redis_ids.locking.Redlock` named ``name`` over this instance's nodes.
+        """A new :class:`~sa_redis_ids.locking.Redlock` named ``name`` over this instance's nodes
+        (or over ``nodes``, some of ``ids.nodes.nodes``: a majority of those).
 
         ``with ids.lock("name") as lease:`` waits up to ``timeout`` s for a majority of the nodes;
         the lock expires after ``ttl`` s unless extended; ``lease.fencing_token`` increases with
@@ -443,7 +462,7 @@ class RedisIds:
         acquisition, default forever). A new object per call: one lease per holder.
         """
         return Redlock(
-            self.nodes,
+            self.nodes if nodes is None else list(nodes),
             name,
             prefix=self.prefix,
             ttl=ttl,

@@ -16,7 +16,14 @@ from sqlalchemy import BigInteger, Column, MetaData, String, Table, insert
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, sessionmaker
 
-from sa_redis_ids import ConfigError, DayPurged, RedisIds, floor_from_column, redis_id
+from sa_redis_ids import (
+    ConfigError,
+    DayPurged,
+    RedisIds,
+    RedisUnavailable,
+    floor_from_column,
+    redis_id,
+)
 from sa_redis_ids.strategies.date_prefixed import DatePrefixedGenerator
 from tests.conftest import Backend
 from tests.support.days import seen_today, shift_to_local
@@ -250,6 +257,24 @@ def test_each_node_seeds_its_own_residue_above_the_floor(redis_servers: StartSer
     first = [invoices.next_id() for _ in range(3)]
     assert sorted(first) == [20310203_0101, 20310203_0102, 20310203_0103]
     assert invoices.next_ids(3)[0] in {20310203_0104, 20310203_0105, 20310203_0106}
+
+
+def test_one_of_two_nodes_down_neither_stops_a_floored_day_nor_precreation(
+    redis_servers: StartServers, caplog: pytest.LogCaptureFixture
+) -> None:
+    servers = redis_servers(2)
+    ids = RedisIds.from_urls([s.url for s in servers])
+    invoices = ids.date_prefixed("invoices", length=12, floor=Counted(100), headroom=0)
+    shift_to_local(invoices, DAY, NOON)
+    servers[1].kill()
+    values = [invoices.next_id() for _ in range(3)]  # node 0 alone seeds its counter of the day
+    assert values == [20310203_0101, 20310203_0103, 20310203_0105]
+    assert invoices.precreate(DAY + timedelta(days=1)) is True, "the reachable node is seeded"
+    assert ids.nodes.nodes[1].name in caplog.text, "the unreachable node is reported"
+    servers[0].kill()
+    with pytest.raises(RedisUnavailable) as caught:
+        invoices.precreate(DAY + timedelta(days=2))
+    assert set(caught.value.errors) == {node.name for node in ids.nodes.nodes}
 
 
 def test_one_node_losing_its_data_continues_above_what_was_issued(

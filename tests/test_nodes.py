@@ -6,12 +6,26 @@ import json
 import os
 import threading
 import time
+import warnings
 from collections.abc import Callable
+from datetime import date
+from datetime import time as dt_time
 
 import pytest
+import redis
+from redis.exceptions import RedisClusterException
 
-from sa_redis_ids import ConfigError, RedisIds, RedisUnavailable
+from sa_redis_ids import (
+    ConfigError,
+    RedisIds,
+    RedisUnavailable,
+    SequenceExhausted,
+    fail_fast_options,
+)
+from sa_redis_ids.backend.connect import embedded_client
 from sa_redis_ids.backend.nodes import NodeSet
+from sa_redis_ids.bounds import BIGINT_MAX
+from tests.support.days import shift_to_local
 from tests.support.servers import RedisServer
 from tests.support.uniqueness import duplicates
 
@@ -133,6 +147,89 @@ def test_all_nodes_down_raises_redis_unavailable_fast(redis_servers: StartServer
     assert set(caught.value.errors) == {node.name for node in ids.nodes.nodes}
     assert caught.value.namespace == "users"
     print(f"all three nodes down: RedisUnavailable after {elapsed:.3f} s")
+
+
+def test_all_nodes_down_chains_the_last_nodes_redis_error() -> None:
+    nodes = NodeSet(["a", "b"], names=["a", "b"])
+
+    def action(node):  # type: ignore[no-untyped-def]
+        raise redis.ConnectionError(f"{node.name} is down")
+
+    with pytest.raises(RedisUnavailable) as caught:
+        nodes.call("ns", action)
+    cause = caught.value.__cause__
+    assert isinstance(cause, redis.ConnectionError)
+    assert cause is caught.value.errors[str(cause).split()[0]]
+
+
+def test_all_nodes_hung_fail_a_call_within_about_one_socket_timeout(
+    redis_servers: StartServers,
+) -> None:
+    servers = redis_servers(4)
+    timeout = 0.4
+    ids = RedisIds.from_urls(_urls(servers), socket_timeout=timeout, connect_timeout=timeout)
+    users = ids.sequence("users")
+    assert len({users.next_id() for _ in range(4)}) == 4  # every node connected and checked
+    for server in servers:
+        server.pause()
+    try:
+        for _ in range(3):  # each call: hung nodes not yet known down, then all known down
+            started = time.monotonic()
+            with pytest.raises(RedisUnavailable) as caught:
+                users.next_id()
+            elapsed = time.monotonic() - started
+            assert elapsed < 3 * timeout, f"a call took {elapsed:.2f} s with 4 nodes hung"
+            assert isinstance(caught.value.__cause__, redis.TimeoutError)
+    finally:
+        for server in servers:
+            server.resume()
+
+
+def test_a_client_without_a_socket_timeout_warns_and_fail_fast_options_do_not() -> None:
+    with pytest.warns(RuntimeWarning, match="no socket timeout"):
+        RedisIds(redis.Redis(host="127.0.0.1", port=1, socket_timeout=None))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        ids = RedisIds(redis.Redis(host="127.0.0.1", port=1, **fail_fast_options()))
+        RedisIds(embedded_client())
+    assert ids.nodes.call_timeout == 1.0
+
+
+def test_a_cluster_url_that_cannot_be_reached_raises_redis_unavailable() -> None:
+    with pytest.raises(RedisUnavailable) as caught:
+        RedisIds.from_url("redis://user:secret@127.0.0.1:1/0", cluster=True)
+    assert isinstance(caught.value.__cause__, RedisClusterException)
+    assert "secret" not in str(caught.value)
+
+
+def test_a_cluster_url_of_a_server_without_cluster_mode_raises_config_error(
+    real_redis: redis.Redis,
+) -> None:
+    kwargs = real_redis.connection_pool.connection_kwargs
+    url = f"redis://{kwargs['host']}:{kwargs['port']}/0"
+    with pytest.raises(ConfigError, match="cluster") as caught:
+        RedisIds.from_url(url, cluster=True)
+    assert isinstance(caught.value.__cause__, RedisClusterException)
+
+
+def test_a_sequence_goes_on_while_another_node_has_values_left() -> None:
+    start = BIGINT_MAX - 9  # ten values: five per node
+    users = RedisIds([embedded_client(), embedded_client()]).sequence("users", start=start)
+    got = users.next_ids(5)  # node 0's whole share
+    got += [users.next_id() for _ in range(5)]  # every other call asks node 0 first
+    assert sorted(got) == list(range(start, start + 10))
+    with pytest.raises(SequenceExhausted):
+        users.next_id()
+
+
+def test_a_day_goes_on_while_another_node_has_values_left() -> None:
+    codes = RedisIds([embedded_client(), embedded_client()]).daily_code("orders", digits=2)
+    shift_to_local(codes, date(2031, 2, 3), dt_time(12))
+    got = codes.next_ids(50)  # node 0's whole share of the day: 1, 3 … 99
+    got += [codes.next_id() for _ in range(49)]  # node 1's: 2, 4 … 98
+    assert sorted(codes.parse(code).counter for code in got) == list(range(1, 100))
+    with pytest.raises(SequenceExhausted):
+        codes.next_id()
 
 
 def test_client_defaults_make_a_dead_redis_fail_in_about_a_second() -> None:

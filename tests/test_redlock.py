@@ -345,6 +345,32 @@ def test_fencing_raise_failing_on_the_majority_fails_the_attempt(
     assert not any(c.exists(lock.key) for c in clients)
 
 
+def test_a_late_unlock_of_a_failed_attempt_cannot_delete_a_later_attempts_key(
+    fake_nodes: list[fakeredis.FakeServer], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    clients = _clients(fake_nodes)
+    fake = FakeTime()
+    lock = Redlock(clients, NAME, timeout=10, clock=fake.clock, sleep=fake.sleep)
+    for client in clients[1:]:  # another holder's key: the first attempt gets only node 0
+        client.set(lock.key, "someone-else", px=60_000)
+    tokens: list[str] = []
+    attempt = lock._try
+
+    def recording(token: str) -> Any:
+        tokens.append(token)
+        return attempt(token)
+
+    monkeypatch.setattr(lock, "_try", recording)
+    fake.on_sleep = lambda count: [client.delete(lock.key) for client in clients[1:]]
+    with lock:
+        assert len(tokens) == 2
+        for node in lock.nodes:  # the first attempt's unlock, arriving only now
+            node.run("lock_release", keys=[lock.key], args=[tokens[0]])
+        assert all(client.get(lock.key) == tokens[1].encode() for client in clients), (
+            "a failed attempt's token must not match the key of the attempt that won"
+        )
+
+
 # --- three independent real redis-server processes -------------------------------------------
 
 

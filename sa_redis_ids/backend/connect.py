@@ -15,10 +15,11 @@ from typing import Any
 import redis
 from redis.backoff import NoBackoff
 from redis.cluster import RedisCluster
+from redis.exceptions import RedisClusterException
 from redis.retry import Retry
 from redis.sentinel import Sentinel
 
-from sa_redis_ids.errors import ConfigError
+from sa_redis_ids.errors import ConfigError, RedisUnavailable
 
 DEFAULT_CONNECT_TIMEOUT = 1.0
 DEFAULT_SOCKET_TIMEOUT = 1.0
@@ -45,9 +46,50 @@ def client_from_url(
         **kwargs,
     }
     if cluster:
-        return RedisCluster.from_url(url, **options)
+        return _cluster_from_url(url, options)
     options.setdefault("retry", Retry(NoBackoff(), 0))
     return redis.Redis.from_url(url, **options)
+
+
+def _cluster_from_url(url: str, options: dict[str, Any]) -> Any:
+    """A ``RedisCluster``; redis-py asks a node for the slot map at once, so a cluster that cannot
+    be reached raises :class:`RedisUnavailable` here and one that is not a cluster ``ConfigError``."""
+    try:
+        return RedisCluster.from_url(url, **options)
+    except (RedisClusterException, redis.RedisError) as exc:
+        cause = exc.__cause__ or exc
+        where = f"cluster@{url.partition('://')[2].rpartition('@')[2]}"  # without the password
+        if isinstance(cause, (redis.ConnectionError, redis.TimeoutError, OSError)):
+            raise RedisUnavailable(
+                f"no node of the Redis Cluster could be reached: {exc}", node=where
+            ) from exc
+        raise ConfigError(f"cannot use this server as a Redis Cluster: {exc}", node=where) from exc
+
+
+def fail_fast_options(
+    connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
+    socket_timeout: float = DEFAULT_SOCKET_TIMEOUT,
+) -> dict[str, Any]:
+    """Keyword arguments that make a ``redis.Redis`` you build yourself fail fast when its server
+    dies or hangs, as the clients of ``RedisIds.from_url`` do: connect and socket timeouts and no
+    redis-py retries (``redis.Redis(host=…, **fail_fast_options())``)."""
+    return {
+        "socket_connect_timeout": connect_timeout,
+        "socket_timeout": socket_timeout,
+        "retry": Retry(NoBackoff(), 0),
+    }
+
+
+def socket_timeout_of(client: Any) -> float | None:
+    """The socket timeout (seconds) of a redis-py client; None when it has none (it may wait
+    forever on a server that hangs) and for the embedded Redis (it cannot hang)."""
+    if is_embedded(client):
+        return None
+    manager = getattr(client, "nodes_manager", None)  # RedisCluster
+    pool = getattr(client, "connection_pool", None)
+    kwargs = getattr(manager if manager is not None else pool, "connection_kwargs", None)
+    timeout = kwargs.get("socket_timeout") if isinstance(kwargs, dict) else None
+    return float(timeout) if isinstance(timeout, (int, float)) and timeout > 0 else None
 
 
 def client_from_sentinel(

@@ -35,7 +35,7 @@ from redis.exceptions import (
 )
 from redis.sentinel import SentinelConnectionPool
 
-from sa_redis_ids.backend.connect import is_embedded
+from sa_redis_ids.backend.connect import is_embedded, socket_timeout_of
 from sa_redis_ids.backend.eviction import eviction_risk, logger
 from sa_redis_ids.backend.replication import (
     DEFAULT_REPLICA_TIMEOUT,
@@ -290,6 +290,11 @@ class NodeSet:
             for i, client in enumerate(clients)
         ]
         self.retry_after = retry_after
+        timeouts = [socket_timeout_of(node.client) for node in self.nodes]
+        known = [timeout for timeout in timeouts if timeout is not None]
+        self.call_timeout: float | None = max(known) if known else None
+        """Seconds one call may spend on nodes before it stops trying others (the longest socket
+        timeout of the clients; None when no client has one)."""
         self._clock = clock
         self._turn = itertools.count()
 
@@ -297,34 +302,59 @@ class NodeSet:
         return len(self.nodes)
 
     def call(self, namespace: str, action: Callable[[Node], T]) -> T:
-        """Run ``action`` on the next node in turn, moving on to the others if it is down.
+        """Run ``action`` on the next node in turn, moving on to the others if it cannot answer.
 
-        Nodes marked down are tried only after every healthy node failed. Errors other than
-        connection failures (a script status, a wrong key type) propagate at once. When every
-        node failed only for want of replica acknowledgements, the error raised is
-        :class:`ReplicasNotAcknowledged`.
+        Nodes marked down are tried only after every healthy node failed. A node whose share is
+        used up (:class:`SequenceExhausted`: capacity is over all nodes, and calls of uneven sizes
+        drain the nodes unevenly) hands the call on too; the call raises ``SequenceExhausted`` only
+        when every node said so. Other errors (a script status, a wrong key type) propagate at once.
+
+        One call spends at most about :attr:`call_timeout` seconds waiting on nodes: once it is
+        spent no further node is tried, so nodes that all hang cost one socket timeout, not one
+        each. When every node failed only for want of replica acknowledgements, the error raised
+        is :class:`ReplicasNotAcknowledged`. The error of the last node tried is the ``__cause__``.
         """
         start = next(self._turn) % len(self.nodes)
         order = self.nodes[start:] + self.nodes[:start]
         now = self._clock()
+        deadline = None if self.call_timeout is None else now + self.call_timeout
         healthy = [node for node in order if node.down_until <= now]
         resting = [node for node in order if node.down_until > now]
         errors: dict[str, BaseException] = {}
+        failed: list[BaseException] = []
         for node in healthy + resting:
+            if failed and deadline is not None and self._clock() >= deadline:
+                break
             try:
                 return self.on(node, namespace, action)
             except RedisUnavailable as exc:
-                errors[node.name] = exc.__cause__ or exc
-        unacknowledged = [e for e in errors.values() if isinstance(e, ReplicasNotAcknowledged)]
-        if len(unacknowledged) == len(errors):
+                failed.append(exc.__cause__ or exc)
+            except SequenceExhausted as exc:
+                if len(self.nodes) == 1:
+                    raise
+                failed.append(exc)
+            label = node.name if node.name not in errors else f"{node.name}#{node.index}"
+            errors[label] = failed[-1]
+        last = failed[-1]
+        if len(failed) == len(self.nodes) and all(isinstance(e, SequenceExhausted) for e in failed):
+            raise SequenceExhausted(
+                f"every node's share is used up ({last})", namespace=namespace
+            ) from last
+        unacknowledged = [e for e in failed if isinstance(e, ReplicasNotAcknowledged)]
+        if len(unacknowledged) == len(failed):
             raise ReplicasNotAcknowledged(
                 "no Redis node had its write acknowledged by enough replicas",
                 namespace=namespace,
                 errors=errors,
                 required=unacknowledged[0].required,
                 acknowledged=max(e.acknowledged for e in unacknowledged),
+            ) from last
+        message = "no Redis node could answer"
+        if len(failed) < len(self.nodes):
+            message += (
+                f" within {self.call_timeout:g} s ({len(self.nodes) - len(failed)} not tried)"
             )
-        raise RedisUnavailable("no Redis node could answer", namespace=namespace, errors=errors)
+        raise RedisUnavailable(message, namespace=namespace, errors=errors) from last
 
     def on(self, node: Node, namespace: str, action: Callable[[Node], T]) -> T:
         """Run ``action`` on one given node, translating redis-py errors to the library's.

@@ -182,7 +182,8 @@ class _Attempt:
 
 
 class Redlock:
-    """A distributed lock over the independent Redis masters ``clients`` (or a ``NodeSet``).
+    """A distributed lock over the independent Redis masters ``clients`` (or a ``NodeSet``, or a list
+    of some of its ``Node``s).
 
     ``with Redlock(clients, "name") as lease:`` acquires (waiting up to ``timeout`` seconds) and
     releases; ``lease.fencing_token`` and ``lease.validity`` are set while it is held. A Redis
@@ -224,6 +225,8 @@ class Redlock:
         )
         if isinstance(clients, NodeSet):
             self._nodes = clients.nodes
+        elif isinstance(clients, list) and clients and all(isinstance(n, Node) for n in clients):
+            self._nodes = list(clients)  # some nodes of a NodeSet
         else:
             found = list(clients) if isinstance(clients, (list, tuple)) else [clients]
             if not found:
@@ -275,11 +278,13 @@ class Redlock:
                 name=self.name,
             )
         wait = self.timeout if timeout is None else _seconds("timeout", timeout, low=0.0)
-        token = secrets.token_hex(16)
         deadline = self._clock() + wait
         attempts = 0
         while True:
             attempts += 1
+            # A token per attempt: a failed attempt's unlock that reaches a node late must not
+            # delete the key a later attempt set there.
+            token = secrets.token_hex(16)
             attempt = self._try(token)
             if not attempt.reason:
                 self._token = token

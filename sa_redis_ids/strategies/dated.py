@@ -27,9 +27,15 @@ from typing import TYPE_CHECKING, Any, Generic
 
 from sa_redis_ids.backend.scripts import NeedsFloor, OutOfWindow, check_reply, reply_text
 from sa_redis_ids.clock import DayClock, day_label, day_start_ms, label_day
-from sa_redis_ids.errors import ConfigError, DayPurged, ScriptError
+from sa_redis_ids.errors import (
+    ConfigError,
+    DayPurged,
+    LockNotAcquired,
+    RedisUnavailable,
+    ScriptError,
+)
 from sa_redis_ids.strategies.base import IdGenerator, V
-from sa_redis_ids.strategies.highwater import checked_floor, heal_args
+from sa_redis_ids.strategies.highwater import checked_floor, heal_args, logger
 
 if TYPE_CHECKING:
     from sa_redis_ids.backend.nodes import Node, NodeSet
@@ -37,8 +43,8 @@ if TYPE_CHECKING:
 Floor = Callable[[date], int]
 """``floor(day)``: the highest counter part already used on ``day`` (0 when none)."""
 
-Locker = Callable[[str], AbstractContextManager[Any]]
-"""``locker(name)``: a context manager holding a distributed lock of that name (a Redlock)."""
+Locker = Callable[[str, "list[Node]"], AbstractContextManager[Any]]
+"""``locker(name, nodes)``: a context manager holding a lock of that name on ``nodes`` (a Redlock)."""
 
 DAY_INIT_LOCK_TTL = 10.0
 """Seconds the first-of-day Redlock is held at most (one floor query and one script call)."""
@@ -236,9 +242,11 @@ class DatedGenerator(IdGenerator[V]):
     def _seed(self, nodes: list[Node], day: date) -> list[Node]:
         """Create ``day``'s counter on each of ``nodes`` that lacks it; returns the nodes seeded.
 
-        Without a floor the counter starts at 0. With one, under the Redlock of
-        ``(namespace, day)``: check again, read the floor, and set each missing node's counter so
-        its next value is above the floor (only if still absent: the script checks atomically).
+        Without a floor the counter starts at 0. With one, each node on its own under the Redlock
+        of ``(namespace, day)`` taken on that node alone (node k's counter is node k's: no other
+        node need agree, so one node down does not stop the others): check again, read the floor,
+        and set the counter so its next value is above the floor (only if still absent: the
+        script checks atomically).
         """
         if self._floor is None:
             return [node for node in nodes if self._set(node, day, 0, "init")[0] is None]
@@ -249,17 +257,18 @@ class DatedGenerator(IdGenerator[V]):
                 namespace=self.namespace,
             )
         with self.high.seeding:  # one thread per process goes for the Redlock; the others wait
-            missing = [node for node in nodes if not self._exists(node, day)]
-            if not missing:
-                return []
-            with self._locker(self._lock_name(day)):
-                missing = [node for node in missing if not self._exists(node, day)]
-                if not missing:
-                    return []
-                for node in missing:  # a purged day fails here, before a database query
-                    self._refuse_purged(node, day)
-                used = self._read_floor(day)
-                return [node for node in missing if self._seed_one(node, day, used)]
+            return [node for node in nodes if self._seed_from_floor(node, day)]
+
+    def _seed_from_floor(self, node: Node, day: date) -> bool:
+        """Seed ``node``'s counter of ``day`` from the floor under the day's lock on ``node``."""
+        if self._exists(node, day):
+            return False
+        assert self._locker is not None
+        with self._locker(self._lock_name(day), [node]):
+            if self._exists(node, day):
+                return False
+            self._refuse_purged(node, day)  # a purged day fails here, before a database query
+            return self._seed_one(node, day, self._read_floor(day))
 
     def _seed_one(self, node: Node, day: date, used: int) -> bool:
         """Create ``node``'s counter of ``day`` above the floor ``used`` (plus the headroom when
@@ -325,9 +334,33 @@ class DatedGenerator(IdGenerator[V]):
         """Create ``day``'s counter on every node now if it is missing (seeded from the floor,
         under the first-of-day lock, when ``floor=`` is set). True if any node's was created.
 
-        Raises :class:`~sa_redis_ids.DayPurged` for a day at or before the purge marker.
+        A node that cannot be reached (or whose day lock stays held) is skipped with a warning
+        on the ``sa_redis_ids`` logger: it creates its counter at its first call of the day.
+        Only when no node could be reached does it raise :class:`~sa_redis_ids.RedisUnavailable`
+        (with each node's error). Raises :class:`~sa_redis_ids.DayPurged` for a day at or
+        before the purge marker.
         """
-        return bool(self._seed(self._nodes.nodes, day))
+        created = False
+        errors: dict[str, BaseException] = {}
+        last: BaseException | None = None
+        for node in self._nodes.nodes:
+            try:
+                created = bool(self._seed([node], day)) or created
+            except (RedisUnavailable, LockNotAcquired) as exc:
+                errors[node.name] = last = exc
+        if last is not None and len(errors) == len(self._nodes):
+            if len(errors) == 1:
+                raise last
+            raise RedisUnavailable(
+                f"no node could create the counter of {day}",
+                namespace=self.namespace,
+                errors=errors,
+            ) from last
+        for name, error in errors.items():
+            logger.warning(
+                "precreating %s of %s skipped node %s: %s", day, self.namespace, name, error
+            )
+        return created
 
     def purge_before(self, day: date) -> list[date]:
         """Delete every day strictly older than ``day`` on every node and raise the purge marker

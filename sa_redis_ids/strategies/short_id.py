@@ -221,7 +221,7 @@ class ShortIdGenerator(IdGenerator[int]):
                     self._heal(node, claim, floor=lost and self._floor is not None, rewound=lost)
                     high.identities[node.index] = exc.detail[-2]
                     continue
-                positions = [int(bit) for bit in text.split(b",")]
+                positions = [int(bit) for bit in reply_text(text).split(",")]
                 with self.high.records:
                     self._taken[node.index].add(positions)
                     if self._generations[node.index] == generation_sent:
