@@ -162,7 +162,7 @@ def test_all_nodes_down_chains_the_last_nodes_redis_error() -> None:
     assert cause is caught.value.errors[str(cause).split()[0]]
 
 
-def test_all_nodes_hung_fail_a_call_within_about_one_socket_timeout(
+def test_all_nodes_hung_fail_a_call_after_two_nodes_waited_on_not_four(
     redis_servers: StartServers,
 ) -> None:
     servers = redis_servers(4)
@@ -174,11 +174,10 @@ def test_all_nodes_hung_fail_a_call_within_about_one_socket_timeout(
         server.pause()
     try:
         for _ in range(3):  # each call: hung nodes not yet known down, then all known down
-            started = time.monotonic()
-            with pytest.raises(RedisUnavailable) as caught:
+            with pytest.raises(RedisUnavailable, match="not tried") as caught:
                 users.next_id()
-            elapsed = time.monotonic() - started
-            assert elapsed < 3 * timeout, f"a call took {elapsed:.2f} s with 4 nodes hung"
+            # A socket timeout never fires early: two of them spend the call's budget of two.
+            assert len(caught.value.errors) == 2, caught.value.errors
             assert isinstance(caught.value.__cause__, redis.TimeoutError)
     finally:
         for server in servers:

@@ -309,15 +309,16 @@ class NodeSet:
         drain the nodes unevenly) hands the call on too; the call raises ``SequenceExhausted`` only
         when every node said so. Other errors (a script status, a wrong key type) propagate at once.
 
-        One call spends at most about :attr:`call_timeout` seconds waiting on nodes: once it is
-        spent no further node is tried, so nodes that all hang cost one socket timeout, not one
-        each. When every node failed only for want of replica acknowledgements, the error raised
+        One call spends about two :attr:`call_timeout` at most waiting on nodes: once they are
+        spent no further node is tried, so nodes that all hang cost two socket timeouts, not one
+        each, while one hung node that is not yet known down never fails a call another node
+        can answer. When every node failed only for want of replica acknowledgements, the error raised
         is :class:`ReplicasNotAcknowledged`. The error of the last node tried is the ``__cause__``.
         """
         start = next(self._turn) % len(self.nodes)
         order = self.nodes[start:] + self.nodes[:start]
         now = self._clock()
-        deadline = None if self.call_timeout is None else now + self.call_timeout
+        deadline = None if self.call_timeout is None else now + 2 * self.call_timeout
         healthy = [node for node in order if node.down_until <= now]
         resting = [node for node in order if node.down_until > now]
         errors: dict[str, BaseException] = {}
@@ -350,10 +351,8 @@ class NodeSet:
                 acknowledged=max(e.acknowledged for e in unacknowledged),
             ) from last
         message = "no Redis node could answer"
-        if len(failed) < len(self.nodes):
-            message += (
-                f" within {self.call_timeout:g} s ({len(self.nodes) - len(failed)} not tried)"
-            )
+        if deadline is not None and len(failed) < len(self.nodes):
+            message += f" within {deadline - now:g} s ({len(self.nodes) - len(failed)} not tried)"
         raise RedisUnavailable(message, namespace=namespace, errors=errors) from last
 
     def on(self, node: Node, namespace: str, action: Callable[[Node], T]) -> T:
