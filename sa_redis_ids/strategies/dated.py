@@ -30,6 +30,7 @@ from sa_redis_ids.clock import DayClock, day_label, day_start_ms, label_day
 from sa_redis_ids.errors import ConfigError, DayPurged, ScriptError
 from sa_redis_ids.strategies.base import IdGenerator, V
 from sa_redis_ids.strategies.highwater import checked_floor, heal_args
+from sa_redis_ids.validation import check_day
 
 if TYPE_CHECKING:
     from sa_redis_ids.backend.nodes import Node, NodeSet
@@ -44,6 +45,10 @@ DAY_INIT_LOCK_TTL = 10.0
 """Seconds the first-of-day Redlock is held at most (one floor query and one script call)."""
 
 ATTEMPTS = 6
+
+FIRST_LABEL_DAY = date(1000, 1, 1)
+LAST_LABEL_DAY = date(9999, 12, 30)
+"""Days stored under an 8-digit ``YYYYMMDD`` label whose next day exists (a counter expires then)."""
 """Script calls one take may need: a window rebuilt after a miss, a day seeded from its floor."""
 
 
@@ -117,6 +122,10 @@ class DatedGenerator(IdGenerator[V]):
 
     def _check_day(self, day: date) -> None:
         """Raise if values of ``day`` cannot be composed (a format's date range)."""
+
+    def day_range(self) -> tuple[date, date]:
+        """The first and last day this generator can hold a counter for."""
+        return FIRST_LABEL_DAY, LAST_LABEL_DAY
 
     # -- counters and nodes -----------------------------------------------------------------
 
@@ -325,13 +334,25 @@ class DatedGenerator(IdGenerator[V]):
         """Create ``day``'s counter on every node now if it is missing (seeded from the floor,
         under the first-of-day lock, when ``floor=`` is set). True if any node's was created.
 
-        Raises :class:`~sa_redis_ids.DayPurged` for a day at or before the purge marker.
+        Raises :class:`~sa_redis_ids.DayPurged` for a day at or before the purge marker, and
+        ``TypeError``/``ValueError`` for what is not a ``date`` of :meth:`day_range`.
         """
+        first, last = self.day_range()
+        day = check_day("day", day, first=first, last=last)
         return bool(self._seed(self._nodes.nodes, day))
 
     def purge_before(self, day: date) -> list[date]:
         """Delete every day strictly older than ``day`` on every node and raise the purge marker
-        to the day before ``day`` (never lower it). Returns the days whose counters were deleted."""
+        to the day before ``day`` (never lower it). Returns the days whose counters were deleted.
+
+        ``day`` is a ``date`` from 1000-01-02 to 9999-12-31 (``TypeError``/``ValueError`` otherwise).
+        """
+        day = check_day(
+            "day",
+            day,
+            first=FIRST_LABEL_DAY + timedelta(days=1),
+            last=LAST_LABEL_DAY + timedelta(1),
+        )
         last = day_label(day - timedelta(days=1))
         deleted: set[str] = set()
         for labels in self._nodes.each(self.namespace, lambda node: self._purge_on(node, last)):
