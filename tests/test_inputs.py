@@ -654,6 +654,8 @@ CLI_CASES = [
     ["parse", "5", "--strategy", "daily_code", "--digits", "-1"],
     ["parse", "IS", "--strategy", "daily_code"],
     ["parse", "5", "--layout", "nope"],
+    ["next", "ns", "--cluster", "--redis-url", "redis://127.0.0.1:1"],
+    ["demo", "--db-url", "nope://x"],
     ["nope"],
     [],
 ]

@@ -15,11 +15,12 @@ from typing import Any
 import redis
 from redis.backoff import NoBackoff
 from redis.cluster import RedisCluster
+from redis.exceptions import RedisClusterException
 from redis.retry import Retry
 from redis.sentinel import Sentinel
 
-from sa_redis_ids.errors import ConfigError
-from sa_redis_ids.validation import check_bool, check_redis_url, check_seconds
+from sa_redis_ids.errors import ConfigError, RedisUnavailable
+from sa_redis_ids.validation import check_bool, check_redis_url, check_seconds, redacted
 
 DEFAULT_CONNECT_TIMEOUT = 1.0
 DEFAULT_SOCKET_TIMEOUT = 1.0
@@ -46,7 +47,13 @@ def client_from_url(
         **kwargs,
     }
     if cluster:
-        return RedisCluster.from_url(url, **options)
+        try:  # a cluster client connects at once, to read the slot map
+            return RedisCluster.from_url(url, **options)
+        except (redis.RedisError, RedisClusterException) as exc:
+            raise RedisUnavailable(
+                f"Redis Cluster at {redacted(url)} cannot be reached: {type(exc).__name__}: {exc}",
+                node=redacted(url),
+            ) from exc
     options.setdefault("retry", Retry(NoBackoff(), 0))
     return redis.Redis.from_url(url, **options)
 

@@ -14,6 +14,8 @@ import warnings
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
+from sqlalchemy.exc import SQLAlchemyError
+
 from sa_redis_ids.cli import bench, demo, maintain, next_ids, parse, reseed
 from sa_redis_ids.errors import SaRedisIdsError
 
@@ -48,9 +50,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         warnings.showwarning = _one_line_warning
         try:
             status: int = args.run(args)
-        except (SaRedisIdsError, ValueError, TypeError) as exc:
-            # The library's checks raise these for a user's mistake: one line, no traceback.
-            print(f"sa-redis-ids: error: {exc}", file=sys.stderr)
+        except (SaRedisIdsError, SQLAlchemyError, ValueError, TypeError) as exc:
+            # The library's checks raise these for a user's mistake (SQLAlchemy's for a bad or
+            # unreachable --db-url): one line, no traceback.
+            print(f"sa-redis-ids: error: {one_line(exc)}", file=sys.stderr)
             return 1
         except BrokenPipeError:
             return _quiet_broken_pipe()
@@ -61,6 +64,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:
         return _quiet_broken_pipe()
     return status
+
+
+def one_line(exc: BaseException) -> str:
+    """The message of ``exc`` on one line (SQLAlchemy's link to its error pages left out)."""
+    text = str(exc).split("\n(Background on this error", 1)[0]
+    return " ".join(text.split())
 
 
 def _quiet_broken_pipe() -> int:
