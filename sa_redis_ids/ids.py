@@ -35,8 +35,23 @@ from sa_redis_ids.strategies.snowflake import (
     SnowflakeLayout,
     resolve_layout,
 )
+from sa_redis_ids.validation import check_bool, check_seconds
 
 G = TypeVar("G", bound=IdGenerator[Any])
+
+
+def check_client(client: object) -> None:
+    """Refuse what cannot be a redis-py client (a URL, None, a number) before it is used as one."""
+    if isinstance(client, (str, bytes)):
+        raise ConfigError(
+            f"client must be a redis-py client, not the str {client!r}; for a URL use "
+            "RedisIds.from_url"
+        )
+    if client is None or isinstance(client, (int, float, dict, set)):
+        raise ConfigError(
+            f"client must be a redis-py client (redis.Redis or RedisCluster), not "
+            f"{type(client).__name__}"
+        )
 
 
 class RedisIds:
@@ -74,7 +89,9 @@ class RedisIds:
         clients = list(client) if isinstance(client, (list, tuple)) else [client]
         if not clients:
             raise ConfigError("RedisIds needs at least one Redis client")
+        retry_after = check_seconds("retry_after", retry_after)
         for each in clients:
+            check_client(each)
             if not is_embedded(each) and socket_timeout_of(each) is None:
                 warnings.warn(
                     f"the Redis client {each!r} has no socket timeout: a Redis server that hangs "
@@ -216,6 +233,7 @@ class RedisIds:
         It has no replicas (``replicas`` must be 0) and never evicts (``strict`` changes nothing).
         """
         check_replica_options(replicas, DEFAULT_REPLICA_TIMEOUT)
+        check_bool("strict", strict)
         if replicas:
             raise ConfigError("the embedded Redis has no replicas: replicas must be 0")
         return cls(embedded_client(), prefix=prefix, strict=strict)

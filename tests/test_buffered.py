@@ -250,14 +250,24 @@ def test_same_buffering_gives_the_same_generator_and_other_buffering_is_refused(
         (2.5, "block must be an int"),
         (Buffering(100, max_block=50), "max_block=50 is below block=100"),
         (Buffering(100, min_block=200), "min_block=200"),
-        (Buffering(100, prefetch=1.5), "prefetch=1.5"),
-        (Buffering(100, target_seconds=0), "target_seconds=0"),
     ],
 )
 def test_bad_buffer_options_are_config_errors(ids: RedisIds, block: Any, message: str) -> None:
     with pytest.raises(ConfigError, match=message) as caught:
         ids.sequence("users", block=block)
     assert caught.value.namespace == "users"
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"prefetch": 1.5}, "prefetch=1.5"),
+        ({"target_seconds": 0}, "target_seconds=0"),
+    ],
+)
+def test_buffering_refuses_bad_options_when_made(options: dict[str, Any], message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        Buffering(100, **options)
 
 
 def test_a_block_larger_than_the_sequence_can_ever_issue_is_refused(ids: RedisIds) -> None:

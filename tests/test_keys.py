@@ -7,6 +7,7 @@ from redis.cluster import key_slot
 
 from sa_redis_ids import ConfigError, RedisIds
 from sa_redis_ids.keys import KeySpace, validate_namespace
+from tests.support.clients import Untouchable
 
 
 def test_keys_carry_prefix_and_namespace_as_hash_tag() -> None:
@@ -40,12 +41,6 @@ def test_valid_namespaces_pass(namespace: str) -> None:
 def test_bad_namespace_is_config_error_before_redis_is_touched(
     namespace: object, message: str
 ) -> None:
-    class Untouchable:
-        """A client that fails the test if anything reaches it."""
-
-        def __getattr__(self, name: str) -> object:
-            raise AssertionError(f"Redis was touched: {name}")
-
     ids = RedisIds(Untouchable())
     with pytest.raises(ConfigError, match=message):
         ids.sequence(namespace)  # type: ignore[arg-type]

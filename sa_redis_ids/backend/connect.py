@@ -20,10 +20,10 @@ from redis.retry import Retry
 from redis.sentinel import Sentinel
 
 from sa_redis_ids.errors import ConfigError, RedisUnavailable
+from sa_redis_ids.validation import check_bool, check_redis_url, check_seconds
 
 DEFAULT_CONNECT_TIMEOUT = 1.0
 DEFAULT_SOCKET_TIMEOUT = 1.0
-SCHEMES = ("redis://", "rediss://", "unix://")
 
 
 def client_from_url(
@@ -38,8 +38,9 @@ def client_from_url(
 
     Accepts ``redis://``, ``rediss://`` and ``unix://`` URLs with user and password, as redis-py does.
     """
-    if not isinstance(url, str) or not url.startswith(SCHEMES):
-        raise ConfigError(f"Redis URL {url!r} must start with one of {', '.join(SCHEMES)}")
+    check_redis_url(url)
+    cluster = check_bool("cluster", cluster)
+    connect_timeout, socket_timeout = check_timeouts(connect_timeout, socket_timeout)
     options: dict[str, Any] = {
         "socket_connect_timeout": connect_timeout,
         "socket_timeout": socket_timeout,
@@ -110,6 +111,7 @@ def client_from_sentinel(
     keyword arguments to the master's.
     """
     addresses = sentinel_addresses(sentinels)
+    connect_timeout, socket_timeout = check_timeouts(connect_timeout, socket_timeout)
     if not isinstance(service_name, str) or not service_name:
         raise ConfigError(f"service_name must be a non-empty str, not {service_name!r}")
     timeouts = {"socket_connect_timeout": connect_timeout, "socket_timeout": socket_timeout}
@@ -122,6 +124,14 @@ def client_from_sentinel(
     }
     sentinel: Any = Sentinel(addresses, sentinel_kwargs=for_sentinels, **options)  # type: ignore[no-untyped-call]
     return sentinel.master_for(service_name)
+
+
+def check_timeouts(connect_timeout: object, socket_timeout: object) -> tuple[float, float]:
+    """Both timeouts as finite seconds > 0 (``None`` would wait forever on a dead server)."""
+    return (
+        check_seconds("connect_timeout", connect_timeout),
+        check_seconds("socket_timeout", socket_timeout),
+    )
 
 
 def sentinel_addresses(sentinels: object) -> list[tuple[str, int]]:

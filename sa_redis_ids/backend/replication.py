@@ -23,6 +23,7 @@ from redis.cluster import RedisCluster
 from redis.commands.core import Script
 from redis.exceptions import AskError, NoScriptError, RedisClusterException
 
+from sa_redis_ids.backend.connect import socket_timeout_of
 from sa_redis_ids.errors import ConfigError
 
 #: Seconds ``WAIT`` waits for the replicas by default: below the default socket timeout (1 s), so a
@@ -44,17 +45,6 @@ def check_replica_options(replicas: object, replica_timeout: object) -> tuple[in
             f"replica_timeout must be a finite number of seconds > 0, not {replica_timeout!r}"
         )
     return replicas, float(replica_timeout)
-
-
-def socket_timeout_of(client: Any) -> float | None:
-    """The read timeout a client's connections use, where it can be read (``None``: none or unknown)."""
-    if isinstance(client, RedisCluster):
-        kwargs = client.nodes_manager.connection_kwargs
-    else:
-        pool = getattr(client, "connection_pool", None)
-        kwargs = getattr(pool, "connection_kwargs", {})
-    value = kwargs.get("socket_timeout")
-    return float(value) if isinstance(value, (int, float)) else None
 
 
 def check_wait_fits(client: Any, replica_timeout: float, *, node: str) -> None:

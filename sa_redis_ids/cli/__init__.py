@@ -8,10 +8,13 @@ never a traceback.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import warnings
 from collections.abc import Sequence
 from typing import Any, NoReturn
+
+from sqlalchemy.exc import SQLAlchemyError
 
 from sa_redis_ids.cli import bench, demo, maintain, next_ids, parse, reseed
 from sa_redis_ids.errors import SaRedisIdsError
@@ -47,12 +50,36 @@ def main(argv: Sequence[str] | None = None) -> int:
         warnings.showwarning = _one_line_warning
         try:
             status: int = args.run(args)
-        except SaRedisIdsError as exc:
-            print(f"sa-redis-ids: error: {exc}", file=sys.stderr)
+        except (SaRedisIdsError, SQLAlchemyError, ValueError, TypeError) as exc:
+            # The library's checks raise these for a user's mistake (SQLAlchemy's for a bad or
+            # unreachable --db-url): one line, no traceback.
+            print(f"sa-redis-ids: error: {one_line(exc)}", file=sys.stderr)
             return 1
+        except BrokenPipeError:
+            return _quiet_broken_pipe()
         except KeyboardInterrupt:
             return 130
+    try:
+        sys.stdout.flush()  # a reader that left (``| head -1``) shows here when the output is short
+    except BrokenPipeError:
+        return _quiet_broken_pipe()
     return status
+
+
+def one_line(exc: BaseException) -> str:
+    """The message of ``exc`` on one line (SQLAlchemy's link to its error pages left out)."""
+    text = str(exc).split("\n(Background on this error", 1)[0]
+    return " ".join(text.split())
+
+
+def _quiet_broken_pipe() -> int:
+    """The reader of stdout left: exit without a traceback (also none at interpreter exit)."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # pragma: no cover - stdout without a file descriptor
+        pass
+    return 141  # 128 + SIGPIPE, as a shell reports a writer killed by a closed pipe
 
 
 def _one_line_warning(message: Warning | str, category: type[Warning], *_: Any, **__: Any) -> None:

@@ -68,7 +68,12 @@ def load_app(spec: str) -> RedisIds:
         if found is None:
             raise ConfigError(f"--app: {module_name!r} has no attribute {attribute!r}")
     if not isinstance(found, RedisIds) and callable(found):
-        found = found()
+        try:
+            found = found()
+        except Exception as exc:  # the user's factory: say which one failed, in one line
+            raise ConfigError(
+                f"--app {spec!r}: calling {attribute}() failed: {type(exc).__name__}: {exc}"
+            ) from exc
     if not isinstance(found, RedisIds):
         raise ConfigError(f"--app {spec!r} is a {type(found).__name__}, not a RedisIds")
     return found

@@ -22,7 +22,7 @@ from sa_redis_ids.cli.generators import (
     refuse_options_with_app,
 )
 from sa_redis_ids.cli.maintain import add_app_option, app_or_redis
-from sa_redis_ids.cli.options import add_redis_options, positive_int
+from sa_redis_ids.cli.options import add_redis_options, count
 from sa_redis_ids.cli.parse import snowflake_layout
 from sa_redis_ids.errors import ConfigError
 from sa_redis_ids.ids import RedisIds
@@ -46,7 +46,7 @@ def register(sub: Any) -> None:
         "without a claim on every node is refused unless --new says it is new.",
     )
     parser.add_argument("namespace", metavar="NAMESPACE")
-    parser.add_argument("--count", "-n", type=positive_int, default=1, help="how many (default 1)")
+    parser.add_argument("--count", "-n", type=count, default=1, help="how many (default 1)")
     parser.add_argument(
         "--strategy",
         choices=STRATEGIES,

@@ -7,6 +7,7 @@ import os
 
 from sa_redis_ids.ids import RedisIds
 from sa_redis_ids.keys import DEFAULT_PREFIX
+from sa_redis_ids.strategies.base import MAX_BATCH
 
 REDIS_URL_ENV = "SA_REDIS_IDS_URL"
 DB_URL_ENV = "SA_REDIS_IDS_DB_URL"
@@ -46,14 +47,21 @@ def redis_ids_from(args: argparse.Namespace) -> RedisIds:
     return RedisIds.embedded(prefix=args.prefix)
 
 
-def _int_at_least(text: str, low: int) -> int:
+def _int_at_least(text: str, low: int, high: int | None = None) -> int:
     try:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
     if value < low:
         raise argparse.ArgumentTypeError(f"{value} must be {low} or more")
+    if high is not None and value > high:
+        raise argparse.ArgumentTypeError(f"{value} is more than {high}, the most one call takes")
     return value
+
+
+def count(text: str) -> int:
+    """argparse type: how many values, from 1 to what one ``next_ids`` call may take."""
+    return _int_at_least(text, 1, MAX_BATCH)
 
 
 def positive_int(text: str) -> int:

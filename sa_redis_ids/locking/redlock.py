@@ -48,7 +48,6 @@ per use: ``RedisIds.lock`` returns a new one on every call).
 from __future__ import annotations
 
 import logging
-import math
 import queue
 import random
 import re
@@ -66,6 +65,7 @@ from sa_redis_ids.backend.nodes import Node, NodeSet
 from sa_redis_ids.backend.scripts import check_reply, reply_text
 from sa_redis_ids.errors import ConfigError, LockNotAcquired, RedisUnavailable, SaRedisIdsError
 from sa_redis_ids.keys import DEFAULT_PREFIX, validate_prefix
+from sa_redis_ids.validation import check_seconds
 
 T = TypeVar("T")
 
@@ -110,12 +110,7 @@ def default_node_timeout(ttl: float) -> float:
 
 
 def _seconds(option: str, value: object, *, low: float, inclusive: bool = True) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise ConfigError(f"{option} must be a finite number of seconds, not {value!r}")
-    if value < low or (not inclusive and value == low):
-        relation = "at least" if inclusive else "more than"
-        raise ConfigError(f"{option}={value} is out of range; it must be {relation} {low} s")
-    return float(value)
+    return check_seconds(option, value, low=low, inclusive=inclusive)
 
 
 def _run(node: Node, action: Callable[[Node], T]) -> T | BaseException:

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from sa_redis_ids.clock import local_day
 from sa_redis_ids.errors import ConfigError, LockHeld, LockNotAcquired, SaRedisIdsError
+from sa_redis_ids.validation import check_bool, check_seconds, check_share
 
 if TYPE_CHECKING:
     from apscheduler.job import Job
@@ -206,10 +207,9 @@ class Maintenance:
             raise ConfigError(
                 f"precreate_days={precreate_days!r} must be an int from 0 to {MAX_PRECREATE_DAYS}"
             )
-        if not isinstance(lock_ttl, (int, float)) or lock_ttl <= 0:
-            raise ConfigError(f"lock_ttl={lock_ttl!r} must be a positive number of seconds")
-        if not isinstance(fill_warning, (int, float)) or not 0 < fill_warning <= 1:
-            raise ConfigError(f"fill_warning={fill_warning!r} must be in (0, 1]")
+        lock_ttl = check_seconds("lock_ttl", lock_ttl)
+        fill_warning = check_share("fill_warning", fill_warning, low=0.0, high=1.0, low_open=True)
+        precreate = check_bool("precreate", precreate)
         self.ids = ids
         self.keep_days = keep_days
         self.precreate_days = precreate_days

@@ -13,7 +13,6 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 from sa_redis_ids.backend.scripts import STATUS_CLAIM_MISMATCH, raise_for_status, reply_text
-from sa_redis_ids.errors import ConfigError
 from sa_redis_ids.keys import KeySpace
 from sa_redis_ids.strategies.highwater import (
     HighWater,
@@ -21,6 +20,7 @@ from sa_redis_ids.strategies.highwater import (
     check_headroom,
     default_headroom,
 )
+from sa_redis_ids.validation import check_int_option as check_int_option
 
 if TYPE_CHECKING:
     from sa_redis_ids.backend.nodes import Node, NodeSet
@@ -41,15 +41,6 @@ def check_count(n: object, *, most: int = MAX_BATCH) -> int:
     if n > most:
         raise ValueError(f"count {n} is more than the {most} one call may take")
     return n
-
-
-def check_int_option(name: str, value: object, *, low: int, high: int) -> int:
-    """Validate an integer option, raising :class:`ConfigError` that names it and what would fit."""
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ConfigError(f"{name} must be an int, not {type(value).__name__}")
-    if not low <= value <= high:
-        raise ConfigError(f"{name}={value} is out of range; it must be from {low} to {high}")
-    return value
 
 
 class GeneratorFloor(ABC):

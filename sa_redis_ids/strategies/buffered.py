@@ -49,6 +49,7 @@ from typing import Any, Generic
 
 from sa_redis_ids.errors import ConfigError, SequenceExhausted
 from sa_redis_ids.strategies.base import IdGenerator, V, check_count
+from sa_redis_ids.validation import check_int_option, check_seconds, check_share
 
 DEFAULT_PREFETCH = 0.1
 DEFAULT_TARGET_SECONDS = 60.0
@@ -82,6 +83,22 @@ class Buffering:
     prefetch: float | None = DEFAULT_PREFETCH
     target_seconds: float = DEFAULT_TARGET_SECONDS
     clock: Callable[[], float] | None = field(default=None, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        """Check what needs no generator: ints >= 1, a share in (0, 1), finite seconds > 0.
+
+        The bounds that depend on the generator (at most its capacity) are checked by
+        :meth:`resolved` when a generator is built with these options.
+        """
+        for name in ("block", "min_block", "max_block"):
+            value = getattr(self, name)
+            if value is not None or name == "block":
+                check_int_option(name, value, low=1, high=2**63 - 1)
+        if self.prefetch is not None:
+            check_share("prefetch", self.prefetch, low=0.0, high=1.0, low_open=False)
+        check_seconds("target_seconds", self.target_seconds)
+        if self.clock is not None and not callable(self.clock):
+            raise ConfigError(f"clock must be a callable returning seconds, not {self.clock!r}")
 
     @classmethod
     def of(cls, block: int | Buffering | None) -> Buffering | None:
@@ -662,11 +679,11 @@ class BufferedGenerator(IdGenerator[V]):
         ``capacity``: how many values the generator can ever issue (per day for date-keyed ones);
         ``default_max``: the default ceiling of the adapted block size for this strategy.
         """
-        options = Buffering.of(block)
-        if options is None:
-            self.buffer = None
-            return
         try:
+            options = Buffering.of(block)
+            if options is None:
+                self.buffer = None
+                return
             resolved = options.resolved(capacity, default_max=default_max)
         except ConfigError as exc:
             raise ConfigError(str(exc), namespace=self.namespace) from None

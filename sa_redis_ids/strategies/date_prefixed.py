@@ -24,6 +24,7 @@ from sa_redis_ids.errors import ConfigError, SequenceExhausted
 from sa_redis_ids.strategies.base import check_int_option
 from sa_redis_ids.strategies.buffered import BufferedGenerator, Buffering, day_source
 from sa_redis_ids.strategies.dated import DatedGenerator, Floor, Locker
+from sa_redis_ids.validation import check_bool
 
 if TYPE_CHECKING:
     from sa_redis_ids.backend.nodes import NodeSet
@@ -72,7 +73,7 @@ def parse_prefix(fmt: str, text: str) -> date:
     if fmt.endswith("MMDD"):
         return date(year, int(rest[:2]), int(rest[2:]))
     ordinal = int(rest)
-    if ordinal < 1:  # checked first: day 0 of year 1 would fall before date.min
+    if not 1 <= ordinal <= 366:  # first: day 0 of year 1 is before date.min, 873 of 9999 after max
         raise ValueError(f"day of year {ordinal} does not exist in {year}")
     day = date(year, 1, 1) + timedelta(days=ordinal - 1)
     if day.year != year:
@@ -142,6 +143,7 @@ class DatePrefixedGenerator(BufferedGenerator[int], DatedGenerator[int]):
                 f"length={length} with fmt={fmt} leaves the counter no digits (the date takes "
                 f"{width}); use length>={width + 1}"
             )
+        js_safe = check_bool("js_safe", js_safe)
         limit = limit_for(js_safe)
         self.fmt = fmt
         self.length = length
@@ -212,9 +214,14 @@ class DatePrefixedGenerator(BufferedGenerator[int], DatedGenerator[int]):
         """As :meth:`DatedGenerator.purge_before`, and first drop this process's buffered blocks of
         the purged days (a fetch in flight included). Other processes keep theirs at most until
         those days end by their deadlines (maintenance purges days long over: none are left)."""
+        day = self._purge_day(day)
         if self.buffer is not None:
             self.buffer.end_periods(day_start_ms(day, self.clock.tz))
         return super().purge_before(day)
+
+    def day_range(self) -> tuple[date, date]:
+        first, last = super().day_range()
+        return max(first, self.first_day), min(last, self.last_day)
 
     def _check_day(self, day: date) -> None:
         if not self.first_day <= day <= self.last_day:

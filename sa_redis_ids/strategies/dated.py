@@ -36,6 +36,7 @@ from sa_redis_ids.errors import (
 )
 from sa_redis_ids.strategies.base import IdGenerator, V
 from sa_redis_ids.strategies.highwater import checked_floor, heal_args, logger
+from sa_redis_ids.validation import check_day
 
 if TYPE_CHECKING:
     from sa_redis_ids.backend.nodes import Node, NodeSet
@@ -50,6 +51,10 @@ DAY_INIT_LOCK_TTL = 10.0
 """Seconds the first-of-day Redlock is held at most (one floor query and one script call)."""
 
 ATTEMPTS = 6
+
+FIRST_LABEL_DAY = date(1000, 1, 1)
+LAST_LABEL_DAY = date(9999, 12, 30)
+"""Days stored under an 8-digit ``YYYYMMDD`` label whose next day exists (a counter expires then)."""
 """Script calls one take may need: a window rebuilt after a miss, a day seeded from its floor."""
 
 
@@ -123,6 +128,10 @@ class DatedGenerator(IdGenerator[V]):
 
     def _check_day(self, day: date) -> None:
         """Raise if values of ``day`` cannot be composed (a format's date range)."""
+
+    def day_range(self) -> tuple[date, date]:
+        """The first and last day this generator can hold a counter for."""
+        return FIRST_LABEL_DAY, LAST_LABEL_DAY
 
     # -- counters and nodes -----------------------------------------------------------------
 
@@ -338,8 +347,11 @@ class DatedGenerator(IdGenerator[V]):
         on the ``sa_redis_ids`` logger: it creates its counter at its first call of the day.
         Only when no node could be reached does it raise :class:`~sa_redis_ids.RedisUnavailable`
         (with each node's error). Raises :class:`~sa_redis_ids.DayPurged` for a day at or
-        before the purge marker.
+        before the purge marker, and ``TypeError``/``ValueError`` for what is not a ``date`` of
+        :meth:`day_range`.
         """
+        first, last_day = self.day_range()
+        day = check_day("day", day, first=first, last=last_day)
         created = False
         errors: dict[str, BaseException] = {}
         last: BaseException | None = None
@@ -362,9 +374,23 @@ class DatedGenerator(IdGenerator[V]):
             )
         return created
 
+    @staticmethod
+    def _purge_day(day: object) -> date:
+        """``day`` if ``purge_before`` can take it: a ``date`` from 1000-01-02 to 9999-12-31."""
+        return check_day(
+            "day",
+            day,
+            first=FIRST_LABEL_DAY + timedelta(days=1),
+            last=LAST_LABEL_DAY + timedelta(1),
+        )
+
     def purge_before(self, day: date) -> list[date]:
         """Delete every day strictly older than ``day`` on every node and raise the purge marker
-        to the day before ``day`` (never lower it). Returns the days whose counters were deleted."""
+        to the day before ``day`` (never lower it). Returns the days whose counters were deleted.
+
+        ``day`` is a ``date`` from 1000-01-02 to 9999-12-31 (``TypeError``/``ValueError`` otherwise).
+        """
+        day = self._purge_day(day)
         last = day_label(day - timedelta(days=1))
         deleted: set[str] = set()
         for labels in self._nodes.each(self.namespace, lambda node: self._purge_on(node, last)):

@@ -27,6 +27,7 @@ from sa_redis_ids.strategies.buffered import (
     Segment,
 )
 from sa_redis_ids.strategies.highwater import checked_floor, heal_args
+from sa_redis_ids.validation import check_bool, check_value_int
 
 if TYPE_CHECKING:
     from sa_redis_ids.backend.nodes import Node, NodeSet
@@ -66,6 +67,7 @@ class SequenceGenerator(BufferedGenerator[int]):
         headroom: int | None = None,
     ):
         super().__init__(nodes, prefix, namespace, floor=floor, headroom=headroom)
+        js_safe = check_bool("js_safe", js_safe)
         limit = limit_for(js_safe)
         self.start = check_int_option("start", start, low=0, high=limit)
         self.js_safe = js_safe
@@ -156,13 +158,13 @@ class SequenceGenerator(BufferedGenerator[int]):
 
         Used to reseed Redis from a table's current maximum. Every node is raised (all must be
         reachable). Returns ``(node, counter before or None, counter after)`` per node.
+        ``value`` is an int from 0 to :attr:`max_value` (``TypeError``/``ValueError`` otherwise).
 
         A node that records another claim (other ``start``, another node list) raises
         :class:`~sa_redis_ids.ConfigError` before any node changes; a node without a claim records
         ours together with its counter.
         """
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise ValueError(f"ensure_at_least needs a non-negative int, not {value!r}")
+        check_value_int("value", value, low=0, high=self._limit)
         self.check_claims()
 
         def action(node: Node) -> tuple[str, int | None, int]:

@@ -36,6 +36,7 @@ from sa_redis_ids.bounds import BIGINT_MAX
 from sa_redis_ids.errors import ConfigError, RedisUnavailable, SequenceExhausted
 from sa_redis_ids.strategies.base import IdGenerator, check_int_option
 from sa_redis_ids.strategies.highwater import checked_floor
+from sa_redis_ids.validation import check_values
 
 if TYPE_CHECKING:
     from sa_redis_ids.backend.nodes import Node, NodeSet
@@ -395,7 +396,7 @@ class ShortIdGenerator(IdGenerator[int]):
         and so is every node's claim: a node that records another ``pool_size`` or ``offset`` (or
         another node list) raises :class:`~sa_redis_ids.ConfigError` and nothing is reserved.
         """
-        chosen = list(values)
+        chosen = check_values("values", values)
         for value in chosen:
             self.locate(value)
         self.check_claims()
