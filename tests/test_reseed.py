@@ -152,14 +152,65 @@ def test_purged_days_are_skipped_and_since_limits_the_walk(ids: RedisIds, sqlite
     assert [s.day for s in since.steps] == [today]
 
 
-def test_values_of_another_kind_stop_the_walk_with_a_note(ids: RedisIds, sqlite: Engine) -> None:
-    invoices = ids.date_prefixed("invoices", tz="UTC")
+def test_values_of_another_kind_are_skipped_and_counted(ids: RedisIds, sqlite: Engine) -> None:
+    invoices = ids.date_prefixed("invoices", tz="UTC", length=12)
     today = redis_today(ids, "UTC")
-    filled(sqlite, number_table(), [3, 99, invoices.compose(today, 4)])  # legacy small keys
+    values = [
+        3,  # legacy small keys
+        99,
+        invoices.compose(today, 4),
+        20261399_0007,  # in the range but no date: month 13
+        999_999_999_999_9,  # past the configured digits
+    ]
+    filled(sqlite, number_table(), values)
     report = reseed_from_table(invoices, sqlite, "items")
     assert [s.day for s in report.steps] == [today]
-    assert report.note == "stopped at 99: not a value of this generator"
+    assert (report.rows, report.skipped) == (5, 4)
+    assert "4 values skipped" in report.describe()
     assert invoices.next_id() == invoices.compose(today, 5)
+
+
+def test_a_widened_legacy_code_does_not_stop_the_reseed(ids: RedisIds, sqlite: Engine) -> None:
+    codes = ids.daily_code("orders", tz="UTC")
+    today = redis_today(ids, "UTC")
+    legacy = f"IS{today:%Y%m%d}00042"  # a code of 5 digits, from before the codes had 4
+    filled(sqlite, code_table(), [codes.compose(today, 7), legacy])
+    report = reseed_from_table(codes, sqlite, "orders", "code")
+    assert [s.day for s in report.steps] == [today]
+    assert report.skipped == 1
+    assert codes.next_id() == codes.compose(today, 8)
+
+
+def test_a_sequence_skips_values_past_its_range(ids: RedisIds, sqlite: Engine) -> None:
+    users = ids.sequence("users", js_safe=True)
+    filled(sqlite, number_table(), [5, 2**60])
+    report = reseed_from_table(users, sqlite, "items")
+    assert report.skipped == 1
+    assert users.next_id() == 6
+
+
+def test_a_short_id_reseed_skips_values_outside_the_pool(ids: RedisIds, sqlite: Engine) -> None:
+    short = ids.short_id("short", pool_size=100, offset=1000)
+    filled(sqlite, number_table(), [5, 1001, 1002, 5000])
+    report = reseed_from_table(short, sqlite, "items")
+    assert (report.reserved, report.skipped) == (2, 2)
+    assert short.is_taken(1001) and short.is_taken(1002)
+
+
+def test_cli_reseed_with_rows_but_nothing_usable_exits_non_zero(
+    redis_prefix: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = tmp_path / "legacy.sqlite3"
+    engine = create_engine(f"sqlite:///{db}")
+    filled(engine, number_table(), [3, 99])
+    engine.dispose()
+    argv = ["reseed", "users", "--table", "items", "--db-url", f"sqlite:///{db}"]
+    argv += ["--redis-url", REDIS_URL, "--prefix", redis_prefix, "--strategy", "sequence"]
+    argv += ["--start", "1000"]
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    assert "holds 2 values but none is a value of this generator" in err
+    assert len(err.splitlines()) == 1
 
 
 def test_a_short_id_pool_marks_every_table_value_taken(ids: RedisIds, sqlite: Engine) -> None:

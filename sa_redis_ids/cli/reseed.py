@@ -126,4 +126,12 @@ def run(args: argparse.Namespace) -> int:
     finally:
         engine.dispose()
     print(report.describe(), flush=True)
+    if report.empty_handed:
+        print(
+            f"sa-redis-ids: error: {args.table}.{args.column} holds {report.rows} values but none "
+            "is a value of this generator: nothing was reseeded (check --table, --column and the "
+            "generator's options)",
+            file=sys.stderr,
+        )
+        return 1
     return 0

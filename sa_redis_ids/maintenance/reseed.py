@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from datetime import date
 from typing import Any
 
-from sqlalchemy import Column, MetaData, Table, func, select
+from sqlalchemy import BigInteger, Column, MetaData, Table, and_, func, literal, select
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import NoSuchTableError
 
@@ -92,7 +92,17 @@ class ReseedReport:
     newly_taken: int = 0
     """Pools: how many of those were still free in Redis (the ones reseeding saved)."""
     note: str = ""
-    """Why the walk stopped early (a value this generator does not make), else empty."""
+    """Why the walk stopped early, else empty."""
+    rows: int = 0
+    """Values (not NULL) the column holds."""
+    skipped: int = 0
+    """Values this generator cannot have made (outside its range, or not a value of a day):
+    left out, the rest reseeded."""
+
+    @property
+    def empty_handed(self) -> bool:
+        """The table has values but none could be used: Redis was not raised at all."""
+        return self.rows > 0 and not self.steps and not self.reserved
 
     @property
     def raised(self) -> int:
@@ -114,6 +124,8 @@ class ReseedReport:
             text = f"{head}: max {top.table_max}, " + (
                 "counter raised" if top.raised else "counter already above it"
             )
+        if self.skipped:
+            text += f"; {self.skipped} values skipped: not values of this generator"
         return text + (f"; {self.note}" if self.note else "")
 
 
@@ -162,11 +174,16 @@ def reseed_from_table(
         bind.connect() if isinstance(bind, Engine) else nullcontext(bind)
     )
     with opened as conn:
+        within = _within(generator, col)
+        report.rows = int(conn.execute(select(func.count(col))).scalar() or 0)
+        report.skipped = report.rows - int(
+            conn.execute(select(func.count(col)).where(within)).scalar() or 0
+        )
         if is_date_keyed(generator):
             report.kind = "days"
-            _reseed_days(generator, conn, col, report, since, progress)
+            _reseed_days(generator, conn, col, within, report, since, progress)
         elif callable(getattr(generator, "ensure_at_least", None)):
-            top = conn.execute(select(func.max(col))).scalar()
+            top = conn.execute(select(func.max(col)).where(within)).scalar()
             if top is not None:
                 step = ReseedStep(None, top, _changes(generator.ensure_at_least(top)))  # type: ignore[attr-defined]
                 report.steps.append(step)
@@ -174,7 +191,7 @@ def reseed_from_table(
                     progress(step, 1)
         elif callable(getattr(generator, "reserve", None)):
             report.kind = "pool"
-            _reserve_all(generator, conn, col, report)
+            _reserve_all(generator, conn, col, within, report)
         else:
             raise ConfigError(
                 f"a {generator.strategy} generator has no counter to reseed",
@@ -183,18 +200,41 @@ def reseed_from_table(
     return report
 
 
+def _within(generator: Any, col: Column[Any]) -> Any:
+    """The condition on ``col`` that holds for every value ``generator`` can make (indexable: a
+    range, plus a length for codes); the rest of the column is skipped and counted."""
+    if is_date_keyed(generator):
+        first, last = generator.day_range()
+        low, high = generator.day_bounds(first)[0], generator.day_bounds(last)[1]
+    elif isinstance(getattr(generator, "start", None), int):  # a sequence
+        low, high = generator.start, generator.max_value
+    else:  # a pool
+        low, high = getattr(generator, "offset", 0), generator.max_value
+    if isinstance(low, str):
+        return and_(col.between(low, high), func.length(col) == len(low))
+    # Bounds as BIGINT: an INTEGER column's own type cannot hold 2^63 − 1 (PostgreSQL refuses).
+    return col.between(literal(low, BigInteger()), literal(high, BigInteger()))
+
+
+MAX_UNREADABLE = 10_000
+"""Values in a date-keyed generator's range that are not values of a day (an impossible date)
+skipped one by one before the walk gives up with a note."""
+
+
 def _reseed_days(
     generator: Any,
     conn: Connection,
     col: Column[Any],
+    within: Any,
     report: ReseedReport,
     since: date | None,
     progress: Progress | None,
 ) -> None:
     marker: date | None = generator.purged_through()
     below: Any = None
+    unreadable = 0
     while True:
-        query = select(func.max(col))
+        query = select(func.max(col)).where(within)
         if below is not None:
             query = query.where(col < below)
         top = conn.execute(query).scalar()
@@ -203,8 +243,14 @@ def _reseed_days(
         try:
             day, _counter = generator.day_and_counter(top)
         except ValueError:
-            report.note = f"stopped at {top!r}: not a value of this generator"
-            return
+            unreadable += 1
+            report.skipped += 1
+            if unreadable >= MAX_UNREADABLE:
+                report.note = f"gave up below {top!r}: {unreadable} values in a row were not values"
+                return
+            below = top  # skip it and go on below
+            continue
+        unreadable = 0
         if since is not None and day < since:
             return
         if marker is not None and day <= marker:
@@ -220,10 +266,12 @@ def _reseed_days(
         below = generator.day_bounds(day)[0]
 
 
-def _reserve_all(generator: Any, conn: Connection, col: Column[Any], report: ReseedReport) -> None:
+def _reserve_all(
+    generator: Any, conn: Connection, col: Column[Any], within: Any, report: ReseedReport
+) -> None:
     # Options on the statement, not the connection: Connection.execution_options() would change a
     # connection the caller (an Alembic migration) goes on using.
-    query = select(col).where(col.is_not(None))
+    query = select(col).where(within)
     result = conn.execute(query.execution_options(stream_results=True, yield_per=RESERVE_CHUNK))
     for chunk in result.scalars().partitions(RESERVE_CHUNK):
         report.newly_taken += int(generator.reserve(list(chunk)))
