@@ -26,8 +26,10 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from sqlalchemy import BigInteger, String
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-from sa_redis_ids import ConfigError, RedisIds
+from sa_redis_ids import ConfigError, RedisIds, redis_id, register
 from sa_redis_ids.cli import main
 from sa_redis_ids.strategies.buffered import Buffering
 from sa_redis_ids.strategies.date_prefixed import FORMATS
@@ -812,3 +814,42 @@ def test_a_redis_url_is_accepted_or_refused_in_words(text: str) -> None:
         check_redis_url(text)
     except ConfigError as exc:
         assert "url" in str(exc).lower()
+
+
+# -- the ORM entries ------------------------------------------------------------------------------
+
+
+def _orm_cases() -> list[tuple[str, Callable[[Any, Any], object], type[Exception], str]]:
+    return [
+        ("register(model, 'seq')", lambda m, g: register(m, "seq"), TypeError, "ID generator"),
+        ("register(42, gen)", lambda m, g: register(42, g), ConfigError, "mapped class"),
+        (
+            "register(model, gen, attr='nope')",
+            lambda m, g: register(m, g, "nope"),
+            ConfigError,
+            "nope",
+        ),
+        ("register(model, gen, attr=5)", lambda m, g: register(m, g, 5), ConfigError, "5"),
+        ("register on a VARCHAR", lambda m, g: register(m, g, "name"), ConfigError, "cannot hold"),
+        ("redis_id('x')", lambda m, g: redis_id("x"), TypeError, "ID generator"),
+        ("redis_id(None)", lambda m, g: redis_id(None), TypeError, "ID generator"),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "words"), [c[1:] for c in _orm_cases()], ids=[c[0] for c in _orm_cases()]
+)
+def test_orm_entries_refuse_bad_input(
+    call: Callable[[Any, Any], object], error: type[Exception], words: str
+) -> None:
+    class Base(DeclarativeBase):
+        pass
+
+    class Model(Base):
+        __tablename__ = "inputs_model"
+        id: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=False)
+        name: Mapped[str] = mapped_column(String(5))
+
+    generator = untouched().sequence("orm")
+    with pytest.raises(error, match=words):
+        call(Model, generator)
