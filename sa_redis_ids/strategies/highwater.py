@@ -36,6 +36,7 @@ import weakref
 from typing import Any, Generic, TypeVar
 
 from sa_redis_ids.errors import ConfigError
+from sa_redis_ids.validation import check_int_option
 
 logger = logging.getLogger("sa_redis_ids")
 
@@ -62,11 +63,7 @@ def check_headroom(headroom: object) -> int | None:
     """Validate ``headroom=``: None (the default) or an int from 0 to 2^62."""
     if headroom is None:
         return None
-    if isinstance(headroom, bool) or not isinstance(headroom, int):
-        raise ConfigError(f"headroom must be an int or None, not {type(headroom).__name__}")
-    if not 0 <= headroom <= 2**62:
-        raise ConfigError(f"headroom={headroom} is out of range; it must be from 0 to 2^62")
-    return headroom
+    return check_int_option("headroom", headroom, low=0, high=2**62)
 
 
 def check_floor(floor: object) -> Any:
