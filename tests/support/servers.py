@@ -39,6 +39,17 @@ def free_port(*, with_bus: bool = False) -> int:
     raise RuntimeError("no free loopback port found")
 
 
+def stop_process(process: subprocess.Popen[bytes] | None) -> None:
+    """SIGTERM a process this test session started (by its pid), SIGKILL it after 10 s, reap it."""
+    if process is not None and process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
 class RedisServer:
     """One ``redis-server`` process on a free loopback port; ``stop()``/``start()`` keep the port."""
 
@@ -98,13 +109,7 @@ class RedisServer:
 
     def stop(self) -> None:
         """Stop this process (by its pid) and wait for it to exit."""
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        stop_process(self.process)
         self.process = None
 
     def kill(self) -> None:

@@ -23,7 +23,7 @@ from typing import Any
 
 import redis
 
-from tests.support.servers import HOST, RedisServer, create_cluster, free_port
+from tests.support.servers import HOST, RedisServer, create_cluster, free_port, stop_process
 from tests.support.services import require_binary
 
 #: Options of every data node: a replica resyncs at once instead of waiting 5 s for more replicas.
@@ -143,13 +143,7 @@ class SentinelServer:
         return int(port)
 
     def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        stop_process(self.process)
         self.process = None
 
 
