@@ -39,6 +39,9 @@ from sa_redis_ids.validation import check_bool, check_seconds
 
 G = TypeVar("G", bound=IdGenerator[Any])
 
+DAY_LOCK_WAIT_WITH_OTHERS = 1.0
+"""Seconds a call waits for another process seeding one node's day when other nodes can answer."""
+
 
 def check_client(client: object) -> None:
     """Refuse what cannot be a redis-py client (a URL, None, a number) before it is used as one."""
@@ -89,7 +92,7 @@ class RedisIds:
         clients = list(client) if isinstance(client, (list, tuple)) else [client]
         if not clients:
             raise ConfigError("RedisIds needs at least one Redis client")
-        retry_after = check_seconds("retry_after", retry_after)
+        retry_after = check_seconds("retry_after", retry_after, inclusive=True)  # 0: at once
         for each in clients:
             check_client(each)
             if not is_embedded(each) and socket_timeout_of(each) is None:
@@ -437,7 +440,9 @@ class RedisIds:
 
     def _day_lock(self, name: str, nodes: list[Node]) -> Redlock:
         """The Redlock on ``nodes`` that guards seeding their day counters from a floor."""
-        return self.lock(name, ttl=DAY_INIT_LOCK_TTL, nodes=nodes)
+        # With other nodes to answer meanwhile, wait briefly: a call moves on instead of waiting.
+        wait = DAY_INIT_LOCK_TTL if len(self.nodes) == 1 else DAY_LOCK_WAIT_WITH_OTHERS
+        return self.lock(name, ttl=DAY_INIT_LOCK_TTL, timeout=wait, nodes=nodes)
 
     def maintenance(
         self,

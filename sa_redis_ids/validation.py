@@ -13,7 +13,7 @@ import math
 from collections.abc import Iterable
 from datetime import date, datetime
 from typing import Any
-from urllib.parse import parse_qs, unquote, urlsplit, urlunsplit
+from urllib.parse import parse_qs, unquote, urlsplit
 
 from sa_redis_ids.errors import ConfigError
 
@@ -101,16 +101,19 @@ def check_values(name: str, values: object) -> list[Any]:
 
 
 def redacted(url: str) -> str:
-    """``url`` with its password replaced by ``***`` (for error messages)."""
-    try:
-        parts = urlsplit(url)
-        if parts.password is None:
-            return url
-        host = parts.netloc.rpartition("@")[2]
-        user = parts.username or ""
-        return urlunsplit(parts._replace(netloc=f"{user}:***@{host}"))
-    except ValueError:
-        return "<a Redis URL>"
+    """``url`` with its password replaced by ``***`` (for error messages).
+
+    Everything between the scheme and the last ``@`` is taken for user and password, whatever
+    it holds (a password with an unencoded ``#`` or ``/`` must not leak through a parse error).
+    """
+    scheme, sep, rest = url.partition("://")
+    if not sep or "@" not in rest:
+        return url
+    credentials, _, host = rest.rpartition("@")
+    user = credentials.partition(":")[0] if ":" in credentials else ""
+    return (
+        f"{scheme}://{user}:***@{host}" if user or ":" in credentials else f"{scheme}://***@{host}"
+    )
 
 
 def check_redis_url(url: object) -> str:

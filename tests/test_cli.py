@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from sa_redis_ids import RedisIds
+from sa_redis_ids import ConfigError, RedisIds
 from sa_redis_ids.cli import build_parser, main
 from tests.support.services import REDIS_URL
 
@@ -161,3 +161,14 @@ def test_parse_decodes_a_daily_code(capsys: pytest.CaptureFixture[str]) -> None:
     assert "counter:    42" in out
     assert main(["parse", "XY2026112242", "--strategy", "daily_code", "--code-prefix", "XY"]) == 1
     assert "is not a code of this generator" in capsys.readouterr().err
+
+
+def test_sa_redis_ids_debug_shows_the_traceback_behind_a_one_line_error(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["next", "bad namespace", "--strategy", "sequence"]
+    assert main(argv) == 1
+    assert len(capsys.readouterr().err.splitlines()) == 1
+    monkeypatch.setenv("SA_REDIS_IDS_DEBUG", "1")
+    with pytest.raises(ConfigError, match="namespace"):
+        main(argv)

@@ -419,3 +419,16 @@ def test_a_child_forked_while_a_thread_seeds_a_day_does_not_hang(real_backend: B
     assert seeding.wait(5)
     assert child_call_status(codes.next_id, release) == 0
     first.join(10)
+
+
+def test_a_node_whose_day_another_process_is_seeding_is_passed_over(
+    redis_servers: StartServers,
+) -> None:
+    servers = redis_servers(2)
+    ids = RedisIds.from_urls([s.url for s in servers])
+    codes = ids.daily_code("orders", floor=Counted(0), headroom=0)
+    shift_to_local(codes, DAY, NOON)
+    first_node = ids.nodes.nodes[0]
+    with ids.lock("orders.dc.20310203", ttl=30, nodes=[first_node]):  # another process seeds it
+        code = codes.next_id()  # the call goes to node 0 first, waits briefly, then node 1
+    assert codes.parse(code).node_index == 1

@@ -105,12 +105,20 @@ def check(c: Case, ids: RedisIds) -> None:
 def _constructor_cases() -> list[Any]:
     cases: list[Any] = []
     for value in BAD_SECONDS:
+        if value != 0:  # retry_after=0 is allowed: retry a down node at once
+            cases += [
+                case(
+                    f"retry_after={value!r}",
+                    lambda _, v=value: RedisIds(Untouchable(), retry_after=v),
+                    "retry_after",
+                ),
+                case(
+                    f"from_urls retry_after={value!r}",
+                    lambda _, v=value: RedisIds.from_urls(["redis://a:1"], retry_after=v),
+                    "retry_after",
+                ),
+            ]
         cases += [
-            case(
-                f"retry_after={value!r}",
-                lambda _, v=value: RedisIds(Untouchable(), retry_after=v),
-                "retry_after",
-            ),
             case(
                 f"replica_timeout={value!r}",
                 lambda _, v=value: RedisIds(Untouchable(), replica_timeout=v),
@@ -132,11 +140,6 @@ def _constructor_cases() -> list[Any]:
                     ["redis://a:1", "redis://b:1"], socket_timeout=v
                 ),
                 "socket_timeout",
-            ),
-            case(
-                f"from_urls retry_after={value!r}",
-                lambda _, v=value: RedisIds.from_urls(["redis://a:1"], retry_after=v),
-                "retry_after",
             ),
             case(
                 f"from_sentinel socket_timeout={value!r}",
@@ -600,11 +603,19 @@ def test_good_urls_are_accepted(url: str) -> None:
     RedisIds.from_url(url).close()
 
 
-def test_a_refused_url_does_not_show_its_password() -> None:
+@pytest.mark.parametrize(
+    "url",
+    ["redis://user:hunter2@localhost:6379/abc", "redis://user:hun#ter2@localhost:6379/0"],
+)
+def test_a_refused_url_does_not_show_its_password(url: str) -> None:
     with pytest.raises(ConfigError) as caught:
-        RedisIds.from_url("redis://user:hunter2@localhost:6379/abc")
-    assert "hunter2" not in str(caught.value)
+        RedisIds.from_url(url)
+    assert "hunter2" not in str(caught.value) and "ter2" not in str(caught.value)
     assert "***" in str(caught.value)
+
+
+def test_retry_after_0_retries_a_down_node_at_once() -> None:
+    assert RedisIds(Untouchable(), retry_after=0).nodes.retry_after == 0
 
 
 # -- the command line: one line on stderr, never a traceback --------------------------------------

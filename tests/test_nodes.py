@@ -278,3 +278,18 @@ def test_a_forked_child_refuses_the_embedded_redis_instead_of_copying_it() -> No
     in_parent = seq.next_ids(3)
     assert in_parent == [2, 3, 4]
     assert isinstance(in_child, str) and "fork" in in_child, in_child
+
+
+def test_used_up_nodes_and_a_down_node_raise_sequence_exhausted_so_a_pool_spreads(
+    redis_servers: StartServers,
+) -> None:
+    servers = redis_servers(3)
+    pool = RedisIds.from_urls(_urls(servers), retry_after=60).short_id(
+        "codes", pool_size=9, offset=100
+    )
+    taken = pool.next_ids(2) + pool.next_ids(2) + pool.next_ids(3)  # nodes 0 and 1 keep one each
+    servers[2].kill()
+    spread = pool.next_ids(2)  # no node alone has 2: the pool takes one from each that answers
+    assert len(spread) == 2 and not set(spread) & set(taken)
+    with pytest.raises(SequenceExhausted):  # not RedisUnavailable: the nodes that answered are full
+        pool.next_id()

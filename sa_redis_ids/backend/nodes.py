@@ -324,7 +324,8 @@ class NodeSet:
         errors: dict[str, BaseException] = {}
         failed: list[BaseException] = []
         for node in healthy + resting:
-            if failed and deadline is not None and self._clock() >= deadline:
+            waited = any(not isinstance(e, SequenceExhausted) for e in failed)
+            if waited and deadline is not None and self._clock() >= deadline:
                 break
             try:
                 return self.on(node, namespace, action)
@@ -337,10 +338,16 @@ class NodeSet:
             label = node.name if node.name not in errors else f"{node.name}#{node.index}"
             errors[label] = failed[-1]
         last = failed[-1]
-        if len(failed) == len(self.nodes) and all(isinstance(e, SequenceExhausted) for e in failed):
+        exhausted = [e for e in failed if isinstance(e, SequenceExhausted)]
+        if exhausted:  # every node that answered is used up (the others cannot answer now)
+            down = len(self.nodes) - len(exhausted)
             raise SequenceExhausted(
-                f"every node's share is used up ({last})", namespace=namespace
-            ) from last
+                f"every node's share is used up ({exhausted[-1]})"
+                if not down
+                else f"the share of every node that answered is used up ({exhausted[-1]}); "
+                f"{down} node(s) could not answer",
+                namespace=namespace,
+            ) from exhausted[-1]
         unacknowledged = [e for e in failed if isinstance(e, ReplicasNotAcknowledged)]
         if len(unacknowledged) == len(failed):
             raise ReplicasNotAcknowledged(

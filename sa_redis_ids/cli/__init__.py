@@ -42,6 +42,10 @@ def build_parser() -> Parser:
     return parser
 
 
+DEBUG_ENV = "SA_REDIS_IDS_DEBUG"
+"""Set to ``1`` to see the traceback behind a one-line error."""
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``sa-redis-ids`` script; returns the exit status."""
     parser = build_parser()
@@ -52,7 +56,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             status: int = args.run(args)
         except (SaRedisIdsError, SQLAlchemyError, ValueError, TypeError) as exc:
             # The library's checks raise these for a user's mistake (SQLAlchemy's for a bad or
-            # unreachable --db-url): one line, no traceback.
+            # unreachable --db-url): one line, no traceback, unless SA_REDIS_IDS_DEBUG=1 asks.
+            if os.environ.get(DEBUG_ENV) == "1":
+                raise
             print(f"sa-redis-ids: error: {one_line(exc)}", file=sys.stderr)
             return 1
         except BrokenPipeError:

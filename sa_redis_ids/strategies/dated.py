@@ -51,11 +51,11 @@ DAY_INIT_LOCK_TTL = 10.0
 """Seconds the first-of-day Redlock is held at most (one floor query and one script call)."""
 
 ATTEMPTS = 6
+"""Script calls one take may need: a window rebuilt after a miss, a day seeded from its floor."""
 
 FIRST_LABEL_DAY = date(1000, 1, 1)
 LAST_LABEL_DAY = date(9999, 12, 30)
 """Days stored under an 8-digit ``YYYYMMDD`` label whose next day exists (a counter expires then)."""
-"""Script calls one take may need: a window rebuilt after a miss, a day seeded from its floor."""
 
 
 @dataclass(frozen=True)
@@ -172,6 +172,9 @@ class DatedGenerator(IdGenerator[V]):
         window: list[str]
         for _ in range(ATTEMPTS):
             days, window = self.clock.snapshot()
+            guard_text, heal_text, _ = heal_args(
+                guard, self.headroom, limit, ask=False, floor_read=floor == "given"
+            )
             keys = [self.purge_key, self.claim_key, self._store_key()]
             if self.storage == "key":
                 keys += [self._day_key(day_label(day)) for day in days]
@@ -187,9 +190,8 @@ class DatedGenerator(IdGenerator[V]):
                     self.storage,
                     self.grace_ms,
                     guard_label,
-                    *heal_args(guard, self.headroom, limit, ask=False, floor_read=floor == "given")[
-                        :2
-                    ],
+                    guard_text,
+                    heal_text,
                     high.identities[node.index],
                     *window,
                 ],
@@ -209,7 +211,16 @@ class DatedGenerator(IdGenerator[V]):
                     guard_label, guard = found, max(seen, self._floor_counter(node, day))
                     floor = "given"
                 else:  # the day has no counter: seed it from the floor under the day's lock
-                    self._seed([node], day)
+                    try:
+                        self._seed([node], day)
+                    except LockNotAcquired as exc:
+                        if len(self._nodes) == 1:
+                            raise
+                        raise RedisUnavailable(  # another node can answer meanwhile
+                            f"another process holds this node's lock of {day} (it is seeding it)",
+                            namespace=self.namespace,
+                            node=node.name,
+                        ) from exc
                     high.set_consulted(node.index)
                     floor = "ask"
                 continue

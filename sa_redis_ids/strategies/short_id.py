@@ -349,6 +349,10 @@ class ShortIdGenerator(IdGenerator[int]):
             return taken
         if taken:
             self._mark(taken, 0)
+            with self.high.records:  # given back: not ours to mark again after a loss
+                for value in taken:
+                    node, position = self.locate(value)
+                    self._taken[node.index].discard(position)
         raise SequenceExhausted(
             f"the pool has fewer than {n} free values on the nodes that answered",
             namespace=self.namespace,
