@@ -18,6 +18,7 @@ from sa_redis_ids.strategies.highwater import (
     HighWater,
     check_floor,
     check_headroom,
+    checked_floor,
     default_headroom,
 )
 from sa_redis_ids.validation import check_int_option as check_int_option
@@ -92,6 +93,13 @@ class IdGenerator(ABC, Generic[V]):
         """Fix :attr:`headroom` once the per-node ``capacity`` and the largest block are known."""
         chosen = self.headroom_option
         self.headroom = default_headroom(capacity, max_block) if chosen is None else chosen
+
+    def _highest_used(self, *day: Any, what: str) -> int:
+        """Call the floor (with ``day`` for date-keyed generators) and check its answer: the
+        highest value (or day's counter) already used, a non-negative int."""
+        assert self._floor is not None
+        call = f"floor({', '.join(map(str, day))})"
+        return checked_floor(self._floor(*day), call=call, what=what, namespace=self.namespace)
 
     def _with_floor_read_once(self, node: Node, attempt: Callable[[], T]) -> T:
         """Run ``attempt`` (a call on ``node`` that reads the floor at first use) so that one

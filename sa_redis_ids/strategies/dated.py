@@ -35,7 +35,7 @@ from sa_redis_ids.errors import (
     ScriptError,
 )
 from sa_redis_ids.strategies.base import IdGenerator, V
-from sa_redis_ids.strategies.highwater import checked_floor, heal_args, logger
+from sa_redis_ids.strategies.highwater import heal_args, logger
 from sa_redis_ids.validation import check_day
 
 if TYPE_CHECKING:
@@ -310,13 +310,7 @@ class DatedGenerator(IdGenerator[V]):
             )
 
     def _read_floor(self, day: date) -> int:
-        assert self._floor is not None
-        return checked_floor(
-            self._floor(day),
-            call=f"floor({day})",
-            what="the highest counter used that day",
-            namespace=self.namespace,
-        )
+        return self._highest_used(day, what="the highest counter used that day")
 
     def _set(
         self, node: Node, day: date, counter: int, mode: str, *, vanished: int | None = None

@@ -26,7 +26,7 @@ from sa_redis_ids.strategies.buffered import (
     Buffering,
     Segment,
 )
-from sa_redis_ids.strategies.highwater import checked_floor, heal_args
+from sa_redis_ids.strategies.highwater import heal_args
 from sa_redis_ids.validation import check_bool, check_value_int
 
 if TYPE_CHECKING:
@@ -144,13 +144,7 @@ class SequenceGenerator(BufferedGenerator[int]):
 
     def _floor_counter(self, node: Node) -> int:
         """The counter of ``node`` above which every value is above the floor's highest value."""
-        assert self._floor is not None
-        used = checked_floor(
-            self._floor(),
-            call="floor()",
-            what="the highest value already used",
-            namespace=self.namespace,
-        )
+        used = self._highest_used(what="the highest value already used")
         return node.counter_through(self.start, used)
 
     def ensure_at_least(self, value: int) -> list[tuple[str, int | None, int]]:

@@ -38,7 +38,6 @@ from typing import TYPE_CHECKING, ClassVar
 from sa_redis_ids.backend.scripts import NeedsFloor, check_reply, reply_text
 from sa_redis_ids.errors import ConfigError, ScriptError
 from sa_redis_ids.strategies.base import IdGenerator, check_count, check_int_option
-from sa_redis_ids.strategies.highwater import checked_floor
 
 if TYPE_CHECKING:
     from sa_redis_ids.backend.nodes import Node, NodeSet
@@ -385,13 +384,7 @@ class SnowflakeGenerator(IdGenerator[int]):
     def _floor_slot(self, slots: int) -> tuple[int, int]:
         """The (millisecond since the epoch, slot) the floor's highest ID lies in, the whole
         millisecond counted as used; ``(-1, 0)`` (no guard) when the table holds no ID."""
-        assert self._floor is not None
-        used = checked_floor(
-            self._floor(),
-            call="floor()",
-            what="the highest ID already used",
-            namespace=self.namespace,
-        )
+        used = self._highest_used(what="the highest ID already used")
         if used == 0:
             return -1, 0
         try:
