@@ -44,7 +44,7 @@ from benchmarks.report import (
     write_json,
 )
 from sa_redis_ids import Buffering, RedisIds
-from sa_redis_ids.strategies.base import IdGenerator
+from sa_redis_ids.generators.base import IdGenerator
 
 URL_ENV = "SA_REDIS_IDS_URL"
 

@@ -46,7 +46,7 @@ from benchmarks.report import (
     write_json,
 )
 from sa_redis_ids import RedisIds, redis_id_column
-from sa_redis_ids.strategies.base import IdGenerator
+from sa_redis_ids.generators.base import IdGenerator
 
 URL_ENV = "SA_REDIS_IDS_URL"
 PG_ENV = "SA_REDIS_IDS_BENCH_PG_URL"

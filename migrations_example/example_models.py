@@ -20,7 +20,7 @@ from sqlalchemy import BigInteger, MetaData, Numeric, String
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 from sa_redis_ids import RedisIds, redis_id
-from sa_redis_ids.strategies.base import IdGenerator
+from sa_redis_ids.generators.base import IdGenerator
 
 REDIS_URL = os.environ.get("SA_REDIS_IDS_URL") or None
 PREFIX = os.environ.get("SA_REDIS_IDS_PREFIX") or "sa_redis_ids"

@@ -17,7 +17,7 @@ import example_models
 from alembic import context, op
 
 from sa_redis_ids.maintenance.reseed import reseed_from_table
-from sa_redis_ids.strategies.base import IdGenerator
+from sa_redis_ids.generators.base import IdGenerator
 
 log = logging.getLogger("alembic.sa_redis_ids")
 

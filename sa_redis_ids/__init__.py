@@ -7,7 +7,7 @@
 1
 """
 
-from sa_redis_ids.backend.connect import fail_fast_options
+from sa_redis_ids.buffering import Buffering, BufferStats
 from sa_redis_ids.errors import (
     ClockMovedBackwards,
     ConfigError,
@@ -20,24 +20,24 @@ from sa_redis_ids.errors import (
     ScriptError,
     SequenceExhausted,
 )
-from sa_redis_ids.ids import RedisIds
-from sa_redis_ids.locking.redlock import Redlock
-from sa_redis_ids.orm.bindings import register
-from sa_redis_ids.orm.columns import redis_id_column
-from sa_redis_ids.orm.default import redis_id
-from sa_redis_ids.orm.floor import floor_from_column
-from sa_redis_ids.strategies.base import IdGenerator
-from sa_redis_ids.strategies.buffered import Buffering, BufferStats
-from sa_redis_ids.strategies.daily_code import DailyCodeGenerator, DailyCodeParts
-from sa_redis_ids.strategies.date_prefixed import DatePrefixedGenerator, DatePrefixedParts
-from sa_redis_ids.strategies.dated import DatedBlock
-from sa_redis_ids.strategies.short_id import ShortIdGenerator, ShortIdStats
-from sa_redis_ids.strategies.snowflake import (
+from sa_redis_ids.generators.base import IdGenerator
+from sa_redis_ids.generators.daily_code import DailyCodeGenerator, DailyCodeParts
+from sa_redis_ids.generators.date_prefixed import DatePrefixedGenerator, DatePrefixedParts
+from sa_redis_ids.generators.day_counter import DatedBlock
+from sa_redis_ids.generators.short_id import ShortIdGenerator, ShortIdStats
+from sa_redis_ids.generators.snowflake import (
     SnowflakeCompatWarning,
     SnowflakeGenerator,
     SnowflakeLayout,
     SnowflakeParts,
 )
+from sa_redis_ids.ids import RedisIds
+from sa_redis_ids.lock import Redlock
+from sa_redis_ids.orm.bindings import register
+from sa_redis_ids.orm.columns import redis_id_column
+from sa_redis_ids.orm.default import redis_id
+from sa_redis_ids.orm.floor import floor_from_column
+from sa_redis_ids.redis.connect import fail_fast_options
 
 __all__ = [
     "BufferStats",

@@ -7,7 +7,24 @@ import warnings
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TypeVar
 
-from sa_redis_ids.backend.connect import (
+from sa_redis_ids.buffering import Buffering
+from sa_redis_ids.errors import ConfigError
+from sa_redis_ids.generators.base import IdGenerator
+from sa_redis_ids.generators.daily_code import DailyCodeGenerator
+from sa_redis_ids.generators.date_prefixed import DatePrefixedGenerator
+from sa_redis_ids.generators.day_counter import DAY_INIT_LOCK_TTL, Floor
+from sa_redis_ids.generators.sequence import SequenceGenerator
+from sa_redis_ids.generators.short_id import ShortIdGenerator
+from sa_redis_ids.generators.snowflake import (
+    DEFAULT_TOLERANCE_MS,
+    SnowflakeGenerator,
+    SnowflakeLayout,
+    resolve_layout,
+)
+from sa_redis_ids.keys import DEFAULT_PREFIX, validate_namespace, validate_prefix
+from sa_redis_ids.lock import Redlock
+from sa_redis_ids.maintenance.job import DEFAULT_FILL_WARNING, DEFAULT_LOCK_TTL, Maintenance
+from sa_redis_ids.redis.connect import (
     DEFAULT_CONNECT_TIMEOUT,
     DEFAULT_SOCKET_TIMEOUT,
     client_from_sentinel,
@@ -16,25 +33,8 @@ from sa_redis_ids.backend.connect import (
     is_embedded,
     socket_timeout_of,
 )
-from sa_redis_ids.backend.nodes import Node, NodeSet
-from sa_redis_ids.backend.replication import DEFAULT_REPLICA_TIMEOUT, check_replica_options
-from sa_redis_ids.errors import ConfigError
-from sa_redis_ids.keys import DEFAULT_PREFIX, validate_namespace, validate_prefix
-from sa_redis_ids.locking.redlock import Redlock
-from sa_redis_ids.maintenance.job import DEFAULT_FILL_WARNING, DEFAULT_LOCK_TTL, Maintenance
-from sa_redis_ids.strategies.base import IdGenerator
-from sa_redis_ids.strategies.buffered import Buffering
-from sa_redis_ids.strategies.daily_code import DailyCodeGenerator
-from sa_redis_ids.strategies.date_prefixed import DatePrefixedGenerator
-from sa_redis_ids.strategies.dated import DAY_INIT_LOCK_TTL, Floor
-from sa_redis_ids.strategies.sequence import SequenceGenerator
-from sa_redis_ids.strategies.short_id import ShortIdGenerator
-from sa_redis_ids.strategies.snowflake import (
-    DEFAULT_TOLERANCE_MS,
-    SnowflakeGenerator,
-    SnowflakeLayout,
-    resolve_layout,
-)
+from sa_redis_ids.redis.nodes import Node, NodeSet
+from sa_redis_ids.redis.replication import DEFAULT_REPLICA_TIMEOUT, check_replica_options
 from sa_redis_ids.validation import check_bool, check_seconds
 
 G = TypeVar("G", bound=IdGenerator[Any])
@@ -326,7 +326,7 @@ class RedisIds:
 
         ``layout``: ``"default"`` (41/12/10 bits since 2026-01-01), ``"compat"`` (seed 003, since
         1970; warns: it runs out in 2039), ``"js_safe"`` (at most 2^53 − 1) or a
-        :class:`~sa_redis_ids.strategies.snowflake.SnowflakeLayout`. ``tolerance_ms``: how far the
+        :class:`~sa_redis_ids.generators.snowflake.SnowflakeLayout`. ``tolerance_ms``: how far the
         Redis clock may step back before ``ClockMovedBackwards``. ``floor()`` returns the highest
         ID already used (e.g. :func:`~sa_redis_ids.floor_from_column`); ``headroom`` (ms, default
         ``tolerance_ms``) is how far ahead of what is known a lost state resumes.
@@ -476,7 +476,7 @@ class RedisIds:
         fence_ttl: float | None = None,
         nodes: Sequence[Node] | None = None,
     ) -> Redlock:
-        """A new :class:`~sa_redis_ids.locking.Redlock` named ``name`` over this instance's nodes
+        """A new :class:`~sa_redis_ids.lock.Redlock` named ``name`` over this instance's nodes
         (or over ``nodes``, some of ``ids.nodes.nodes``: a majority of those).
 
         ``with ids.lock("name") as lease:`` waits up to ``timeout`` s for a majority of the nodes;

@@ -22,7 +22,7 @@ from sqlalchemy import create_engine, text
 from sqlalchemy.engine import Engine, make_url
 
 from sa_redis_ids import RedisIds
-from sa_redis_ids.backend.connect import embedded_client
+from sa_redis_ids.redis.connect import embedded_client
 from tests.support.servers import RedisClusterProcesses, RedisServer
 from tests.support.services import MARIADB_URL, POSTGRES_URL, REDIS_URL, missing
 from tests.support.topology_fixtures import (  # noqa: F401 - fixtures for every test module

@@ -22,9 +22,9 @@ import pytest
 
 from sa_redis_ids import Buffering, ConfigError, DayPurged, RedisIds, SequenceExhausted
 from sa_redis_ids.bounds import BIGINT_MAX
-from sa_redis_ids.strategies import buffered
-from sa_redis_ids.strategies.buffered import BufferedGenerator, BufferStats, Segment, SegmentBuffer
-from sa_redis_ids.strategies.dated import DatedBlock
+from sa_redis_ids.buffering import BufferedGenerator, BufferStats, Segment, SegmentBuffer
+from sa_redis_ids import buffering as buffered
+from sa_redis_ids.generators.day_counter import DatedBlock
 from tests.conftest import Backend
 from tests.support.days import shift_to_local
 from tests.support.servers import RedisServer

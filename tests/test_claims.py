@@ -9,16 +9,16 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from sa_redis_ids import ConfigError, RedisIds
-from sa_redis_ids.backend.connect import embedded_client
+from sa_redis_ids.generators.daily_code import DailyCodeGenerator
+from sa_redis_ids.generators.date_prefixed import DatePrefixedGenerator
+from sa_redis_ids.generators.sequence import SequenceGenerator
+from sa_redis_ids.generators.short_id import ShortIdGenerator
 from sa_redis_ids.maintenance.claims import (
     generator_from_claims,
     options_from_config,
     recorded_config,
 )
-from sa_redis_ids.strategies.daily_code import DailyCodeGenerator
-from sa_redis_ids.strategies.date_prefixed import DatePrefixedGenerator
-from sa_redis_ids.strategies.sequence import SequenceGenerator
-from sa_redis_ids.strategies.short_id import ShortIdGenerator
+from sa_redis_ids.redis.connect import embedded_client
 from tests.conftest import Backend
 
 

@@ -10,7 +10,7 @@ import pytest
 import redis
 
 from sa_redis_ids.cli import main
-from sa_redis_ids.strategies.snowflake import LAYOUTS
+from sa_redis_ids.generators.snowflake import LAYOUTS
 from tests.support.services import REDIS_URL
 
 SEED_003_ID = "5981966696448054276"

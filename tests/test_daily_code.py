@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sa_redis_ids import ConfigError, DayMissing, DayPurged, RedisIds, SequenceExhausted
-from sa_redis_ids.strategies.daily_code import DailyCodeGenerator
+from sa_redis_ids.generators.daily_code import DailyCodeGenerator
 from tests.conftest import Backend
 from tests.support.days import day_end_ms, seen_today, shift_to, shift_to_local, utc
 from tests.support.servers import RedisServer

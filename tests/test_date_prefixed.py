@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from sa_redis_ids import ConfigError, DayPurged, RedisIds, SequenceExhausted
 from sa_redis_ids.bounds import BIGINT_MAX, JS_SAFE_MAX
-from sa_redis_ids.strategies.date_prefixed import FORMATS, HORIZON, DatePrefixedGenerator
+from sa_redis_ids.generators.date_prefixed import FORMATS, HORIZON, DatePrefixedGenerator
 from sa_redis_ids.testing import shift_time
 from tests.conftest import Backend
 from tests.support.days import day_end_ms, seen_today, shift_to, shift_to_local, utc

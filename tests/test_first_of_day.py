@@ -24,7 +24,7 @@ from sa_redis_ids import (
     floor_from_column,
     redis_id,
 )
-from sa_redis_ids.strategies.date_prefixed import DatePrefixedGenerator
+from sa_redis_ids.generators.date_prefixed import DatePrefixedGenerator
 from tests.conftest import Backend
 from tests.support.days import seen_today, shift_to_local
 from tests.support.forking import child_call_status

@@ -30,10 +30,10 @@ from sqlalchemy import BigInteger, String
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 from sa_redis_ids import ConfigError, RedisIds, redis_id, register
+from sa_redis_ids.buffering import Buffering
 from sa_redis_ids.cli import main
-from sa_redis_ids.strategies.buffered import Buffering
-from sa_redis_ids.strategies.date_prefixed import FORMATS
-from sa_redis_ids.strategies.snowflake import LAYOUTS, SnowflakeLayout
+from sa_redis_ids.generators.date_prefixed import FORMATS
+from sa_redis_ids.generators.snowflake import LAYOUTS, SnowflakeLayout
 from sa_redis_ids.validation import check_redis_url
 from tests.conftest import Backend
 from tests.support.clients import Untouchable

@@ -23,7 +23,7 @@ from apscheduler.triggers.interval import IntervalTrigger
 
 from sa_redis_ids import ConfigError, DayPurged, RedisIds
 from sa_redis_ids.cli import main
-from sa_redis_ids.locking.redlock import lock_keys
+from sa_redis_ids.lock import lock_keys
 from sa_redis_ids.maintenance import Maintenance, MaintenanceSummary
 from sa_redis_ids.maintenance.scheduling import JOB_ID, MISFIRE_GRACE_TIME
 from sa_redis_ids.testing import shift_time

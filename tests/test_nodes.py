@@ -22,9 +22,9 @@ from sa_redis_ids import (
     SequenceExhausted,
     fail_fast_options,
 )
-from sa_redis_ids.backend.connect import embedded_client
-from sa_redis_ids.backend.nodes import NodeSet
 from sa_redis_ids.bounds import BIGINT_MAX
+from sa_redis_ids.redis.connect import embedded_client
+from sa_redis_ids.redis.nodes import NodeSet
 from tests.support.days import shift_to_local
 from tests.support.servers import RedisServer
 from tests.support.uniqueness import duplicates

@@ -32,8 +32,8 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, Session, configure_mappers, 
 from sqlalchemy.types import TypeDecorator
 
 from sa_redis_ids import ConfigError, RedisIds, redis_id, register
+from sa_redis_ids.generators.base import IdGenerator
 from sa_redis_ids.orm import check_column, check_columns
-from sa_redis_ids.strategies.base import IdGenerator
 from tests.support.orm import fresh_base
 
 MARIADB = create_engine("mariadb+pymysql://root@127.0.0.1/none").dialect

@@ -19,10 +19,10 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, rela
 from sqlalchemy.pool import StaticPool
 
 from sa_redis_ids import RedisIds, SequenceExhausted, redis_id_column, register
+from sa_redis_ids.generators.base import IdGenerator
 from sa_redis_ids.orm import assign_ids
 from sa_redis_ids.orm.batches import batch_limit
 from sa_redis_ids.orm.flush import FLUSH_RESERVATION
-from sa_redis_ids.strategies.base import IdGenerator
 from tests.conftest import Backend
 from tests.support.orm import (
     STRATEGIES,

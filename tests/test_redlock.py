@@ -23,7 +23,7 @@ from redis.crc import key_slot
 
 from sa_redis_ids import ConfigError, LockNotAcquired, RedisIds, Redlock
 from sa_redis_ids.errors import LockHeld
-from sa_redis_ids.locking.redlock import drift_for, lock_keys
+from sa_redis_ids.lock import drift_for, lock_keys
 from tests.conftest import Backend
 from tests.support.servers import RedisServer
 

@@ -10,7 +10,7 @@ import redis
 from redis.cluster import RedisCluster
 
 from sa_redis_ids import ConfigError, RedisIds, RedisUnavailable, ReplicasNotAcknowledged
-from sa_redis_ids.backend.connect import embedded_client
+from sa_redis_ids.redis.connect import embedded_client
 from tests.conftest import Backend
 from tests.support.servers import RedisServer
 from tests.support.topologies import ReplicatedCluster, ReplicatedPair

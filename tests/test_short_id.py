@@ -9,9 +9,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from sa_redis_ids import ConfigError, RedisIds, SequenceExhausted, ShortIdStats
-from sa_redis_ids.backend.connect import embedded_client
 from sa_redis_ids.bounds import BIGINT_MAX
-from sa_redis_ids.strategies.short_id import MAX_POOL_SIZE
+from sa_redis_ids.generators.short_id import MAX_POOL_SIZE
+from sa_redis_ids.redis.connect import embedded_client
 from tests.conftest import Backend
 from tests.support.servers import RedisServer
 from tests.support.uniqueness import GeneratorSpec, draw_in_processes, duplicates

@@ -19,9 +19,9 @@ from sa_redis_ids import (
     SnowflakeCompatWarning,
     SnowflakeLayout,
 )
-from sa_redis_ids.backend.connect import embedded_client
 from sa_redis_ids.bounds import BIGINT_MAX, JS_SAFE_MAX
-from sa_redis_ids.strategies.snowflake import DEFAULT_EPOCH_MS, LAYOUTS
+from sa_redis_ids.generators.snowflake import DEFAULT_EPOCH_MS, LAYOUTS
+from sa_redis_ids.redis.connect import embedded_client
 from sa_redis_ids.testing import shift_time
 from tests.conftest import Backend
 from tests.support.servers import RedisServer

@@ -20,9 +20,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from sa_redis_ids.errors import ConfigError
+from sa_redis_ids.generators.base import IdGenerator
 from sa_redis_ids.ids import RedisIds
 from sa_redis_ids.maintenance.claims import KINDS, generator_from_claims, recorded_config
-from sa_redis_ids.strategies.base import IdGenerator
 
 ANY_STRATEGY = "generator"
 

@@ -25,14 +25,14 @@ from sa_redis_ids.cli.maintain import add_app_option, app_or_redis
 from sa_redis_ids.cli.options import add_redis_options, count
 from sa_redis_ids.cli.parse import snowflake_layout
 from sa_redis_ids.errors import ConfigError
-from sa_redis_ids.ids import RedisIds
-from sa_redis_ids.maintenance.claims import KINDS
-from sa_redis_ids.strategies.base import IdGenerator
-from sa_redis_ids.strategies.snowflake import (
+from sa_redis_ids.generators.base import IdGenerator
+from sa_redis_ids.generators.snowflake import (
     DEFAULT_TOLERANCE_MS,
     SnowflakeGenerator,
     check_shard,
 )
+from sa_redis_ids.ids import RedisIds
+from sa_redis_ids.maintenance.claims import KINDS
 
 STRATEGIES = sorted([*KINDS, "snowflake"])
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 import os
 
+from sa_redis_ids.generators.base import MAX_BATCH
 from sa_redis_ids.ids import RedisIds
 from sa_redis_ids.keys import DEFAULT_PREFIX
-from sa_redis_ids.strategies.base import MAX_BATCH
 
 REDIS_URL_ENV = "SA_REDIS_IDS_URL"
 DB_URL_ENV = "SA_REDIS_IDS_DB_URL"

@@ -16,8 +16,8 @@ from datetime import date, datetime
 from typing import Any
 
 from sa_redis_ids.cli.options import add_redis_options, redis_ids_from
-from sa_redis_ids.strategies.date_prefixed import FORMATS
-from sa_redis_ids.strategies.snowflake import LAYOUTS, SnowflakeLayout
+from sa_redis_ids.generators.date_prefixed import FORMATS
+from sa_redis_ids.generators.snowflake import LAYOUTS, SnowflakeLayout
 
 Decoder = Callable[[str, argparse.Namespace], Any]
 """Decode VALUE (as typed: codes are text) with the parsed options into a dataclass record."""

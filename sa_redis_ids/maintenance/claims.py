@@ -18,18 +18,18 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from sa_redis_ids.backend.scripts import reply_text
 from sa_redis_ids.errors import ConfigError
+from sa_redis_ids.generators.base import IdGenerator
+from sa_redis_ids.generators.daily_code import DailyCodeGenerator
+from sa_redis_ids.generators.date_prefixed import DatePrefixedGenerator
+from sa_redis_ids.generators.sequence import SequenceGenerator
+from sa_redis_ids.generators.short_id import ShortIdGenerator
 from sa_redis_ids.ids import RedisIds
 from sa_redis_ids.keys import KeySpace
-from sa_redis_ids.strategies.base import IdGenerator
-from sa_redis_ids.strategies.daily_code import DailyCodeGenerator
-from sa_redis_ids.strategies.date_prefixed import DatePrefixedGenerator
-from sa_redis_ids.strategies.sequence import SequenceGenerator
-from sa_redis_ids.strategies.short_id import ShortIdGenerator
+from sa_redis_ids.redis.scripts import reply_text
 
 if TYPE_CHECKING:
-    from sa_redis_ids.backend.nodes import Node
+    from sa_redis_ids.redis.nodes import Node
 
 KINDS: dict[str, type[IdGenerator[Any]]] = {
     "sequence": SequenceGenerator,

@@ -27,21 +27,35 @@ import logging
 import threading
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta, timezone
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
-from sa_redis_ids.clock import local_day
 from sa_redis_ids.errors import ConfigError, LockHeld, LockNotAcquired, SaRedisIdsError
+from sa_redis_ids.generators.day_window import local_day
 from sa_redis_ids.validation import check_bool, check_seconds, check_share
 
 if TYPE_CHECKING:
     from apscheduler.job import Job
     from apscheduler.schedulers.base import BaseScheduler
 
-    from sa_redis_ids.backend.nodes import Node
-    from sa_redis_ids.ids import RedisIds
-    from sa_redis_ids.strategies.base import IdGenerator
+    from sa_redis_ids.generators.base import IdGenerator
+    from sa_redis_ids.lock import Redlock
+    from sa_redis_ids.redis.nodes import Node, NodeSet
 
 logger = logging.getLogger("sa_redis_ids.maintenance")
+
+
+class Maintained(Protocol):
+    """What the job needs of the instance it maintains (a :class:`~sa_redis_ids.RedisIds`):
+    the generators it made, its nodes and a lock on them."""
+
+    @property
+    def generators(self) -> list[IdGenerator[Any]]: ...
+
+    @property
+    def nodes(self) -> NodeSet: ...
+
+    def lock(self, name: str, *, ttl: float = ..., timeout: float = ...) -> Redlock: ...
+
 
 LOCK_NAME = "maintenance"
 LEASE_WAIT = 1.0
@@ -186,7 +200,7 @@ class Maintenance:
 
     def __init__(
         self,
-        ids: RedisIds,
+        ids: Maintained,
         *,
         keep_days: int = 7,
         precreate_days: int = 2,

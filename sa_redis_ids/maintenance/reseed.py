@@ -30,8 +30,8 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import NoSuchTableError
 
 from sa_redis_ids.errors import ConfigError, DayPurged
+from sa_redis_ids.generators.base import IdGenerator
 from sa_redis_ids.maintenance.job import is_date_keyed, strategy_name
-from sa_redis_ids.strategies.base import IdGenerator
 
 RESERVE_CHUNK = 10_000
 """Values per ``reserve`` call when reseeding a ShortId pool."""

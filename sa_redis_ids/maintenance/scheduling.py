@@ -10,8 +10,8 @@ from collections.abc import Callable, Sequence
 from datetime import datetime, timezone
 from typing import Any
 
-from sa_redis_ids.clock import zone
 from sa_redis_ids.errors import ConfigError
+from sa_redis_ids.generators.day_window import zone
 
 JOB_ID = "sa_redis_ids.maintenance"
 HOURLY_MINUTE = 0

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from sa_redis_ids.errors import SequenceExhausted
-from sa_redis_ids.strategies.base import IdGenerator
+from sa_redis_ids.generators.base import IdGenerator
 
 
 def batch_limit(generator: IdGenerator[Any]) -> int:

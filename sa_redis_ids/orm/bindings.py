@@ -18,9 +18,9 @@ from sqlalchemy.orm import ColumnProperty, Mapper, RelationshipProperty
 from sqlalchemy.schema import Column, ColumnDefault
 
 from sa_redis_ids.errors import ConfigError
+from sa_redis_ids.generators.base import IdGenerator
 from sa_redis_ids.orm.checks import check_column, dialect_key
 from sa_redis_ids.orm.default import RedisIdDefault
-from sa_redis_ids.strategies.base import IdGenerator
 
 REGISTERED = "sa_redis_ids.registered"
 """Info key: ``{attribute key: Binding}`` made by ``register()`` on that mapper."""

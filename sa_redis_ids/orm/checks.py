@@ -27,7 +27,7 @@ from sqlalchemy.engine import Dialect
 
 from sa_redis_ids.bounds import BIGINT_MAX
 from sa_redis_ids.errors import ConfigError
-from sa_redis_ids.strategies.base import IdGenerator
+from sa_redis_ids.generators.base import IdGenerator
 
 INTEGER_BITS = {"TINYINT": 8, "SMALLINT": 16, "MEDIUMINT": 24, "INTEGER": 32, "BIGINT": 64}
 """Widths of integer types by their SQL name (the MySQL-only ones included)."""

@@ -8,8 +8,8 @@ from sqlalchemy import BigInteger, String
 from sqlalchemy.orm import MappedColumn, mapped_column
 from sqlalchemy.types import TypeEngine
 
+from sa_redis_ids.generators.base import IdGenerator
 from sa_redis_ids.orm.default import redis_id
-from sa_redis_ids.strategies.base import IdGenerator
 
 
 def column_type_for(generator: IdGenerator[Any]) -> TypeEngine[Any]:

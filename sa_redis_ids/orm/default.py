@@ -17,9 +17,9 @@ from __future__ import annotations
 from typing import Any, Generic
 
 from sa_redis_ids.errors import ConfigError
+from sa_redis_ids.generators.base import IdGenerator, V
 from sa_redis_ids.orm.batches import take
 from sa_redis_ids.orm.checks import check_column, dialect_key
-from sa_redis_ids.strategies.base import IdGenerator, V
 
 STATEMENT_RESERVATION = "_sa_redis_ids_reserved"
 """Attribute of SQLAlchemy's execution context holding ``{column: iterator of reserved IDs}``."""

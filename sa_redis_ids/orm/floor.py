@@ -34,9 +34,9 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.orm import sessionmaker
 from sqlalchemy.sql.elements import ColumnElement
 
-from sa_redis_ids.strategies.base import GeneratorFloor, IdGenerator
-from sa_redis_ids.strategies.dated import DatedGenerator
-from sa_redis_ids.strategies.short_id import ShortIdGenerator
+from sa_redis_ids.generators.base import GeneratorFloor, IdGenerator
+from sa_redis_ids.generators.day_counter import DatedGenerator
+from sa_redis_ids.generators.short_id import ShortIdGenerator
 
 ColumnRef = Any
 """A column (``Model.attr``, ``table.c.name``) or a zero-argument callable returning one."""

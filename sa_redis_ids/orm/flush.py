@@ -23,9 +23,9 @@ from sqlalchemy import event
 from sqlalchemy.orm import Mapper, Session, configure_mappers
 from sqlalchemy.orm.state import InstanceState
 
+from sa_redis_ids.generators.base import IdGenerator
 from sa_redis_ids.orm.batches import take
 from sa_redis_ids.orm.bindings import Binding, all_bindings, bindings_for
-from sa_redis_ids.strategies.base import IdGenerator
 
 FLUSH_RESERVATION = "sa_redis_ids.reservation"
 """``Session.info`` key of the current flush's :class:`Reservation`."""

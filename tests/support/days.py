@@ -9,7 +9,7 @@ from __future__ import annotations
 from datetime import date, datetime, time, timedelta, timezone
 from typing import Any
 
-from sa_redis_ids.clock import day_start_ms, local_day
+from sa_redis_ids.generators.day_window import day_start_ms, local_day
 from sa_redis_ids.testing import redis_time_ms, set_time_offset
 
 

@@ -19,7 +19,7 @@ import redis
 from sqlalchemy.orm import DeclarativeBase
 
 from sa_redis_ids import RedisIds
-from sa_redis_ids.strategies.base import IdGenerator
+from sa_redis_ids.generators.base import IdGenerator
 
 
 @dataclass(frozen=True)

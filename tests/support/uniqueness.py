@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sa_redis_ids import RedisIds
-from sa_redis_ids.strategies.base import IdGenerator
+from sa_redis_ids.generators.base import IdGenerator
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ step is needed and none can silently fail (seed 002's multi-node flaw). The scri
 counter with its limit as text, so values up to 2^63 − 1 stay exact although Lua numbers are doubles.
 
 With ``block=`` the generator takes a block of counters with one ``INCRBY`` and hands the values out
-from memory (see :mod:`sa_redis_ids.strategies.buffered`); each block is one node's residue class, so
+from memory (see :mod:`sa_redis_ids.buffering`); each block is one node's residue class, so
 multi-node uniqueness is unchanged. Values buffered when the process exits are gaps.
 """
 
@@ -16,21 +16,22 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from sa_redis_ids.backend.scripts import NeedsFloor, check_reply, reply_text
 from sa_redis_ids.bounds import limit_for
-from sa_redis_ids.errors import ScriptError
-from sa_redis_ids.strategies.base import check_int_option
-from sa_redis_ids.strategies.buffered import (
+from sa_redis_ids.buffering import (
     RANGE_MAX_BLOCK,
     BufferedGenerator,
     Buffering,
     Segment,
 )
-from sa_redis_ids.strategies.highwater import heal_args
+from sa_redis_ids.errors import ScriptError
+from sa_redis_ids.generators.base import check_int_option
+from sa_redis_ids.generators.highwater import heal_args
+from sa_redis_ids.redis.plans import Plan, Run, run_plan
+from sa_redis_ids.redis.scripts import NeedsFloor, check_reply, reply_text
 from sa_redis_ids.validation import check_bool, check_value_int
 
 if TYPE_CHECKING:
-    from sa_redis_ids.backend.nodes import Node, NodeSet
+    from sa_redis_ids.redis.nodes import Node, NodeSet
 
 
 @dataclass(frozen=True)
@@ -45,10 +46,10 @@ class SequenceParts:
 class SequenceGenerator(BufferedGenerator[int]):
     """Increasing integers, unique across every node and process of one namespace.
 
-    ``block`` (an int or :class:`~sa_redis_ids.strategies.buffered.Buffering`) turns on segment
+    ``block`` (an int or :class:`~sa_redis_ids.buffering.Buffering`) turns on segment
     buffering. ``floor()`` returns the highest value already used (e.g. ``MAX(id)`` of the table,
     see :func:`~sa_redis_ids.orm.floor.floor_from_column`); ``headroom`` is how far above what is
-    known a lost counter resumes (see :mod:`~sa_redis_ids.strategies.highwater`).
+    known a lost counter resumes (see :mod:`~sa_redis_ids.generators.highwater`).
     """
 
     strategy = "seq"
@@ -89,32 +90,33 @@ class SequenceGenerator(BufferedGenerator[int]):
     def config(self) -> str:
         return f"sequence:start={self.start}"
 
-    def _take(self, n: int) -> list[int]:
-        return list(self._take_block(n).values)
+    def _take_plan(self, n: int) -> Plan[list[int]]:
+        values = yield from self._call_plan(lambda node: self._take_on(node, n))
+        return list(values)
 
     def _take_block(self, n: int) -> Segment[int]:
         """``n`` values from one node in one ``INCRBY`` (a ``range``: nothing materialised)."""
-        values: range = self._call(lambda node: self._take_on(node, n))
-        return Segment(values)
+        return Segment(run_plan(self._call_plan(lambda node: self._take_on(node, n))))
 
-    def _take_on(self, node: Node, n: int) -> range:
+    def _take_on(self, node: Node, n: int) -> Plan[range]:
         """``n`` values of ``node``: one round trip, two when the floor must be read first."""
         return self._with_floor_read_once(node, lambda: self._attempt(node, n))
 
-    def _attempt(self, node: Node, n: int) -> range:
+    def _attempt(self, node: Node, n: int) -> Plan[range]:
         claim = self.claim_for(node)
         limit = node.counter_through(self.start, self._limit)
         high = self.high
         floor = None
         if self._floor is not None and not high.consulted(node.index):
-            floor = self._floor_counter(node)  # once per process and node: a rewind while idle
+            floor = yield from self._floor_counter(node)  # once per process and node
         for _ in range(2):
             guard = max(high.mark(node.index) or 0, floor or 0)
             ask = self._floor is not None and floor is None
-            reply = node.run(
+            reply = yield Run(
+                node,
                 "sequence",
-                keys=[self.counter_key, self.claim_key],
-                args=[
+                [self.counter_key, self.claim_key],
+                [
                     n,
                     claim,
                     str(limit),
@@ -127,7 +129,7 @@ class SequenceGenerator(BufferedGenerator[int]):
                     reply, namespace=self.namespace, node=node, claim=claim
                 )
             except NeedsFloor:
-                floor = self._floor_counter(node)
+                floor = yield from self._floor_counter(node)
                 continue
             if floor is not None:
                 high.set_consulted(node.index)
@@ -142,9 +144,9 @@ class SequenceGenerator(BufferedGenerator[int]):
             node=node.name,
         )
 
-    def _floor_counter(self, node: Node) -> int:
+    def _floor_counter(self, node: Node) -> Plan[int]:
         """The counter of ``node`` above which every value is above the floor's highest value."""
-        used = self._highest_used(what="the highest value already used")
+        used = yield from self._highest_used(what="the highest value already used")
         return node.counter_through(self.start, used)
 
     def ensure_at_least(self, value: int) -> list[tuple[str, int | None, int]]:

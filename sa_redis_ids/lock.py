@@ -61,10 +61,10 @@ from typing import Any, TypeVar
 
 import redis
 
-from sa_redis_ids.backend.nodes import Node, NodeSet
-from sa_redis_ids.backend.scripts import check_reply, reply_text
 from sa_redis_ids.errors import ConfigError, LockNotAcquired, RedisUnavailable, SaRedisIdsError
 from sa_redis_ids.keys import DEFAULT_PREFIX, validate_prefix
+from sa_redis_ids.redis.nodes import Node, NodeSet
+from sa_redis_ids.redis.scripts import check_reply, reply_text
 from sa_redis_ids.validation import check_seconds
 
 T = TypeVar("T")

@@ -15,7 +15,7 @@ from typing import Any
 import redis
 from redis.cluster import RedisCluster
 
-from sa_redis_ids.backend.connect import is_embedded
+from sa_redis_ids.redis.connect import is_embedded
 
 logger = logging.getLogger("sa_redis_ids")
 
@@ -46,20 +46,53 @@ def eviction_policies(client: Any, name: str) -> dict[str, str]:
         except redis.ResponseError:  # NOPERM (ACL), or CONFIG renamed/disabled on managed Redis
             logger.debug("cannot read maxmemory-policy of %s; eviction check skipped", label)
             continue
-        policy = reply.get("maxmemory-policy") if isinstance(reply, dict) else None
+        _record_policy(found, label, reply)
+    return found
+
+
+async def eviction_policies_async(client: Any, name: str) -> dict[str, str]:
+    """:func:`eviction_policies` of a ``redis.asyncio`` client."""
+    if is_embedded(client):
+        return {}
+    if hasattr(client, "get_primaries"):  # redis.asyncio.RedisCluster
+        targets = [(node.name, node) for node in client.get_primaries()]
+    else:
+        targets = [(name, client)]
+    found: dict[str, str] = {}
+    for label, target in targets:
+        try:
+            reply = await target.execute_command("CONFIG", "GET", "maxmemory-policy")
+        except redis.ResponseError:
+            logger.debug("cannot read maxmemory-policy of %s; eviction check skipped", label)
+            continue
+        _record_policy(found, label, reply)
+    return found
+
+
+def _record_policy(found: dict[str, str], label: str, reply: Any) -> None:
+    """Add the policy of a ``CONFIG GET maxmemory-policy`` reply (a dict or a flat list)."""
+    if isinstance(reply, list):
+        reply = dict(zip(reply[::2], reply[1::2], strict=True))
+    if isinstance(reply, dict):
+        policy = reply.get("maxmemory-policy", reply.get(b"maxmemory-policy"))
         if policy:
             found[label] = policy.decode() if isinstance(policy, bytes) else str(policy)
-    return found
 
 
 def eviction_risk(client: Any, name: str) -> str | None:
     """Why ``client``'s Redis may evict the library's keys, or ``None`` when it will not (or when
     it cannot be known)."""
-    risky = {
-        label: policy
-        for label, policy in eviction_policies(client, name).items()
-        if policy != SAFE_POLICY
-    }
+    return risk_of(eviction_policies(client, name))
+
+
+async def eviction_risk_async(client: Any, name: str) -> str | None:
+    """:func:`eviction_risk` of a ``redis.asyncio`` client."""
+    return risk_of(await eviction_policies_async(client, name))
+
+
+def risk_of(policies: dict[str, str]) -> str | None:
+    """The warning for the masters whose policy can evict keys, or None."""
+    risky = {label: policy for label, policy in policies.items() if policy != SAFE_POLICY}
     if not risky:
         return None
     where = ", ".join(f"{label} has maxmemory-policy {policy}" for label, policy in risky.items())

@@ -24,7 +24,7 @@ from sa_redis_ids.errors import (
 
 
 class Named(Protocol):
-    """What error mapping needs of a node: its name (a :class:`~sa_redis_ids.backend.nodes.Node`)."""
+    """What error mapping needs of a node: its name (a :class:`~sa_redis_ids.redis.nodes.Node`)."""
 
     @property
     def name(self) -> str: ...

@@ -8,10 +8,10 @@ value a node issued but whose reply was lost is merely a gap: no other node can 
 
 A node may also be a master with replicas (one server, a Sentinel service, a cluster). With
 ``replicas=N`` every script waits for ``N`` replicas to acknowledge its write before its values are
-handed out (:mod:`sa_redis_ids.backend.replication`); answers that mean "a failover is under way"
+handed out (:mod:`sa_redis_ids.redis.replication`); answers that mean "a failover is under way"
 (``READONLY``, ``NOREPLICAS``, ``MOVED``, ``TRYAGAIN``, ``MASTERDOWN`` …) count as the node being
 unavailable, never as a script error. At its first use a node's eviction policy is checked
-(:mod:`sa_redis_ids.backend.eviction`).
+(:mod:`sa_redis_ids.redis.eviction`).
 """
 
 from __future__ import annotations
@@ -35,16 +35,6 @@ from redis.exceptions import (
 )
 from redis.sentinel import SentinelConnectionPool
 
-from sa_redis_ids.backend.connect import is_embedded, socket_timeout_of
-from sa_redis_ids.backend.eviction import eviction_risk, logger
-from sa_redis_ids.backend.replication import (
-    DEFAULT_REPLICA_TIMEOUT,
-    check_replica_options,
-    check_wait_fits,
-    run_acknowledged,
-    wait_milliseconds,
-)
-from sa_redis_ids.backend.scripts import script_source
 from sa_redis_ids.errors import (
     ConfigError,
     RedisUnavailable,
@@ -53,6 +43,19 @@ from sa_redis_ids.errors import (
     ScriptError,
     SequenceExhausted,
 )
+from sa_redis_ids.redis.connect import is_async_client, is_embedded, socket_timeout_of
+from sa_redis_ids.redis.eviction import eviction_risk, eviction_risk_async, logger
+from sa_redis_ids.redis.fastlane import FastLane
+from sa_redis_ids.redis.plans import Plan, now, run_plan
+from sa_redis_ids.redis.replication import (
+    DEFAULT_REPLICA_TIMEOUT,
+    check_replica_options,
+    check_wait_fits,
+    run_acknowledged,
+    run_acknowledged_async,
+    wait_milliseconds,
+)
+from sa_redis_ids.redis.scripts import script_source
 
 T = TypeVar("T")
 
@@ -165,6 +168,15 @@ class Node:
         self._lock = threading.Lock()
         self._checked = False
         self._refusal: str | None = None
+        self.asynchronous = is_async_client(client)
+        """Whether the client is a ``redis.asyncio`` one (run by the asyncio driver)."""
+        if self.asynchronous and self.replicas and hasattr(client, "get_primaries"):
+            raise ConfigError(
+                "replicas= needs a sync RedisCluster: an asyncio cluster pipeline cannot carry "
+                "WAIT",
+                node=self.name,
+            )
+        self._lane = FastLane(client) if not self.replicas and FastLane.supports(client) else None
 
     @property
     def name(self) -> str:
@@ -197,6 +209,9 @@ class Node:
         if not self._checked:
             self.first_use(_hash_tag(keys[0]) if keys else None)
         if not self.replicas:
+            lane = self._lane
+            if lane is not None:
+                return lane.call(self.script(name), keys, args)
             return self.script(name)(keys=keys, args=args)
         reply, acknowledged = run_acknowledged(
             self.client,
@@ -206,6 +221,26 @@ class Node:
             replicas=self.replicas,
             timeout_ms=self._wait_ms,
         )
+        return self._acknowledged(reply, acknowledged, keys)
+
+    async def run_async(self, name: str, keys: Sequence[Any], args: Sequence[Any]) -> Any:
+        """:meth:`run` on a ``redis.asyncio`` client."""
+        if not self._checked:
+            await self.first_use_async(_hash_tag(keys[0]) if keys else None)
+        if not self.replicas:
+            return await self.script(name)(keys=keys, args=args)
+        reply, acknowledged = await run_acknowledged_async(
+            self.client,
+            self.script(name),
+            keys,
+            args,
+            replicas=self.replicas,
+            timeout_ms=self._wait_ms,
+        )
+        return self._acknowledged(reply, acknowledged, keys)
+
+    def _acknowledged(self, reply: Any, acknowledged: int, keys: Sequence[Any]) -> Any:
+        """``reply``, unless fewer than ``replicas`` replicas acknowledged its write."""
         if acknowledged < self.replicas and _is_ok(reply):
             raise ReplicasNotAcknowledged(
                 f"{acknowledged} of {self.replicas} replicas acknowledged the write within "
@@ -226,15 +261,26 @@ class Node:
         """
         with self._lock:
             if not self._checked and self._refusal is None:
-                risk = eviction_risk(self.client, self.name)
-                if risk is not None and self.strict:
-                    self._refusal = risk
-                else:
-                    if risk is not None:
-                        logger.warning("%s (node=%s)", risk, self.name)
-                    self._checked = True
+                self._judge(eviction_risk(self.client, self.name))
         if self._refusal is not None:
             raise ConfigError(self._refusal, namespace=namespace, node=self.name)
+
+    async def first_use_async(self, namespace: str | None = None) -> None:
+        """:meth:`first_use` on a ``redis.asyncio`` client (concurrent first calls may each
+        check; the verdict is the same)."""
+        if not self._checked and self._refusal is None:
+            self._judge(await eviction_risk_async(self.client, self.name))
+        if self._refusal is not None:
+            raise ConfigError(self._refusal, namespace=namespace, node=self.name)
+
+    def _judge(self, risk: str | None) -> None:
+        """Record the eviction check's verdict: refuse (``strict``), warn, or pass."""
+        if risk is not None and self.strict:
+            self._refusal = risk
+            return
+        if risk is not None:
+            logger.warning("%s (node=%s)", risk, self.name)
+        self._checked = True
 
     # Residue classes: node ``index`` of ``count`` turns its counter ``c`` (1, 2, 3 …) into the value
     # ``start + (c − 1)·count + index``, so the nodes' values never meet.
@@ -302,7 +348,12 @@ class NodeSet:
         return len(self.nodes)
 
     def call(self, namespace: str, action: Callable[[Node], T]) -> T:
-        """Run ``action`` on the next node in turn, moving on to the others if it cannot answer.
+        """:meth:`call_plan` of a sync ``action`` (admin work: claims, reseeding, statistics)."""
+        return run_plan(self.call_plan(namespace, lambda node: now(action, node)))
+
+    def call_plan(self, namespace: str, action: Callable[[Node], Plan[T]]) -> Plan[T]:
+        """Run plan ``action`` on the next node in turn, moving on to the others if it cannot
+        answer.
 
         Nodes marked down are tried only after every healthy node failed. A node whose share is
         used up (:class:`SequenceExhausted`: capacity is over all nodes, and calls of uneven sizes
@@ -328,7 +379,7 @@ class NodeSet:
             if waited and deadline is not None and self._clock() >= deadline:
                 break
             try:
-                return self.on(node, namespace, action)
+                return (yield from self.on_plan(node, namespace, action))
             except RedisUnavailable as exc:
                 failed.append(exc.__cause__ or exc)
             except SequenceExhausted as exc:
@@ -363,13 +414,17 @@ class NodeSet:
         raise RedisUnavailable(message, namespace=namespace, errors=errors) from last
 
     def on(self, node: Node, namespace: str, action: Callable[[Node], T]) -> T:
-        """Run ``action`` on one given node, translating redis-py errors to the library's.
+        """:meth:`on_plan` of a sync ``action``."""
+        return run_plan(self.on_plan(node, namespace, lambda node: now(action, node)))
+
+    def on_plan(self, node: Node, namespace: str, action: Callable[[Node], Plan[T]]) -> Plan[T]:
+        """Run plan ``action`` on one given node, translating redis-py errors to the library's.
 
         Connection failures and the answers of a node in the middle of a failover become
         :class:`RedisUnavailable` and mark the node down for ``retry_after`` seconds.
         """
         try:
-            result = action(node)
+            result = yield from action(node)
         except ReplicasNotAcknowledged:
             node.down_until = self._clock() + self.retry_after
             raise
@@ -401,3 +456,15 @@ class NodeSet:
     def each(self, namespace: str, action: Callable[[Node], T]) -> list[T]:
         """Run ``action`` on every node (maintenance, stats); raise if any node fails."""
         return [self.on(node, namespace, action) for node in self.nodes]
+
+    def each_plan(self, namespace: str, action: Callable[[Node], Plan[T]]) -> Plan[list[T]]:
+        """:meth:`each` of plan ``action``."""
+        results = []
+        for node in self.nodes:
+            results.append((yield from self.on_plan(node, namespace, action)))
+        return results
+
+    @property
+    def asynchronous(self) -> bool:
+        """Whether the nodes' clients are ``redis.asyncio`` ones."""
+        return self.nodes[0].asynchronous

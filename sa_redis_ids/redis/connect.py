@@ -174,6 +174,15 @@ def is_embedded(client: Any) -> bool:
     return bool(client.__class__.__module__.startswith("fakeredis"))
 
 
+def is_async_client(client: Any) -> bool:
+    """Whether ``client`` is a ``redis.asyncio`` client (``Redis`` or ``RedisCluster``, fakeredis's
+    asyncio client included), whose commands are coroutines."""
+    from redis.asyncio import Redis as AsyncRedis
+    from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
+
+    return isinstance(client, (AsyncRedis, AsyncRedisCluster))
+
+
 def embedded_client() -> Any:
     """An in-process fakeredis server with Lua, for laptops, demos and tests.
 

@@ -19,15 +19,15 @@ from datetime import date, timedelta
 from typing import TYPE_CHECKING
 
 from sa_redis_ids.bounds import BIGINT_MAX, limit_for
-from sa_redis_ids.clock import day_start_ms
+from sa_redis_ids.buffering import BufferedGenerator, Buffering, day_source
 from sa_redis_ids.errors import ConfigError, SequenceExhausted
-from sa_redis_ids.strategies.base import check_int_option
-from sa_redis_ids.strategies.buffered import BufferedGenerator, Buffering, day_source
-from sa_redis_ids.strategies.dated import DatedGenerator, Floor, Locker
+from sa_redis_ids.generators.base import check_int_option
+from sa_redis_ids.generators.day_counter import DatedGenerator, Floor, Locker
+from sa_redis_ids.generators.day_window import day_start_ms
 from sa_redis_ids.validation import check_bool
 
 if TYPE_CHECKING:
-    from sa_redis_ids.backend.nodes import NodeSet
+    from sa_redis_ids.redis.nodes import NodeSet
 
 FORMATS: dict[str, int] = {"YYYYMMDD": 8, "YYMMDD": 6, "YYYYDDD": 7, "YYDDD": 5}
 """Each format and the digits its prefix takes."""
@@ -110,7 +110,7 @@ def _limit_name(js_safe: bool) -> str:
 class DatePrefixedGenerator(BufferedGenerator[int], DatedGenerator[int]):
     """Integers ``<date prefix><zero-padded day counter>``, unique across nodes and midnight.
 
-    ``block=`` buffers blocks of one ``HINCRBY`` (see :mod:`sa_redis_ids.strategies.buffered`); a
+    ``block=`` buffers blocks of one ``HINCRBY`` (see :mod:`sa_redis_ids.buffering`); a
     buffered block never spans two days: what is left of it at the day change is dropped (gaps).
     """
 

@@ -48,7 +48,7 @@ from operator import length_hint
 from typing import Any, Generic
 
 from sa_redis_ids.errors import ConfigError, SequenceExhausted
-from sa_redis_ids.strategies.base import IdGenerator, V, check_count
+from sa_redis_ids.generators.base import IdGenerator, V, check_count
 from sa_redis_ids.validation import check_int_option, check_seconds, check_share
 
 DEFAULT_PREFETCH = 0.1

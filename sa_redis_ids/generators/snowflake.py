@@ -35,12 +35,13 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, ClassVar
 
-from sa_redis_ids.backend.scripts import NeedsFloor, check_reply, reply_text
 from sa_redis_ids.errors import ConfigError, ScriptError
-from sa_redis_ids.strategies.base import IdGenerator, check_count, check_int_option
+from sa_redis_ids.generators.base import IdGenerator, check_count, check_int_option
+from sa_redis_ids.redis.plans import now, run_plan
+from sa_redis_ids.redis.scripts import NeedsFloor, check_reply, reply_text
 
 if TYPE_CHECKING:
-    from sa_redis_ids.backend.nodes import Node, NodeSet
+    from sa_redis_ids.redis.nodes import Node, NodeSet
 
 UNIX_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 DEFAULT_EPOCH_MS = 1_767_225_600_000
@@ -323,7 +324,9 @@ class SnowflakeGenerator(IdGenerator[int]):
 
     def _take_on(self, node: Node, n: int, shard: int) -> list[int]:
         """``n`` IDs of ``node``: one round trip, two when the floor must be read first."""
-        return self._with_floor_read_once(node, lambda: self._attempt(node, n, shard))
+        return run_plan(
+            self._with_floor_read_once(node, lambda: now(self._attempt, node, n, shard))
+        )
 
     def _attempt(self, node: Node, n: int, shard: int) -> list[int]:
         layout = self.layout
@@ -384,7 +387,7 @@ class SnowflakeGenerator(IdGenerator[int]):
     def _floor_slot(self, slots: int) -> tuple[int, int]:
         """The (millisecond since the epoch, slot) the floor's highest ID lies in, the whole
         millisecond counted as used; ``(-1, 0)`` (no guard) when the table holds no ID."""
-        used = self._highest_used(what="the highest ID already used")
+        used = run_plan(self._highest_used(what="the highest ID already used"))
         if used == 0:
             return -1, 0
         try:

@@ -1,9 +1,9 @@
 """What DatePrefixed and DailyCode share: a counter per local day, keyed by the Redis server's clock.
 
-The day comes from Redis ``TIME`` in a configured time zone (:class:`~sa_redis_ids.clock.DayClock`);
+The day comes from Redis ``TIME`` in a configured time zone (:class:`~sa_redis_ids.generators.day_window.DayClock`);
 each call sends the day window and the script picks the day, creates its counter atomically (one
 round trip) and increments it. With N nodes, node ``k`` issues counter parts
-``start + (c − 1)·N + k`` of its own counter ``c`` (as :mod:`~sa_redis_ids.strategies.sequence`).
+``start + (c − 1)·N + k`` of its own counter ``c`` (as :mod:`~sa_redis_ids.generators.sequence`).
 
 ``floor=``: a callable ``floor(day) -> int`` giving the highest counter part already used that day
 (for example read from the database by :func:`~sa_redis_ids.orm.floor.floor_from_column`). With a
@@ -25,8 +25,6 @@ from dataclasses import dataclass
 from datetime import date, timedelta
 from typing import TYPE_CHECKING, Any, Generic
 
-from sa_redis_ids.backend.scripts import NeedsFloor, OutOfWindow, check_reply, reply_text
-from sa_redis_ids.clock import DayClock, day_label, day_start_ms, label_day
 from sa_redis_ids.errors import (
     ConfigError,
     DayPurged,
@@ -34,12 +32,15 @@ from sa_redis_ids.errors import (
     RedisUnavailable,
     ScriptError,
 )
-from sa_redis_ids.strategies.base import IdGenerator, V
-from sa_redis_ids.strategies.highwater import heal_args, logger
+from sa_redis_ids.generators.base import IdGenerator, V
+from sa_redis_ids.generators.day_window import DayClock, day_label, day_start_ms, label_day
+from sa_redis_ids.generators.highwater import heal_args, logger
+from sa_redis_ids.redis.plans import now, run_plan
+from sa_redis_ids.redis.scripts import NeedsFloor, OutOfWindow, check_reply, reply_text
 from sa_redis_ids.validation import check_day
 
 if TYPE_CHECKING:
-    from sa_redis_ids.backend.nodes import Node, NodeSet
+    from sa_redis_ids.redis.nodes import Node, NodeSet
 
 Floor = Callable[[date], int]
 """``floor(day)``: the highest counter part already used on ``day`` (0 when none)."""
@@ -154,7 +155,7 @@ class DatedGenerator(IdGenerator[V]):
 
     def _take_on(self, node: Node, n: int) -> DatedBlock[V]:
         """``n`` values of the day on ``node`` (more round trips to read or seed a floor)."""
-        return self._with_floor_read_once(node, lambda: self._attempt(node, n))
+        return run_plan(self._with_floor_read_once(node, lambda: now(self._attempt, node, n)))
 
     def _attempt(self, node: Node, n: int) -> DatedBlock[V]:
         claim = self.claim_for(node)
@@ -310,7 +311,7 @@ class DatedGenerator(IdGenerator[V]):
             )
 
     def _read_floor(self, day: date) -> int:
-        return self._highest_used(day, what="the highest counter used that day")
+        return run_plan(self._highest_used(day, what="the highest counter used that day"))
 
     def _set(
         self, node: Node, day: date, counter: int, mode: str, *, vanished: int | None = None

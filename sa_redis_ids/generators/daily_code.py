@@ -14,13 +14,13 @@ from dataclasses import dataclass
 from datetime import date
 from typing import TYPE_CHECKING
 
-from sa_redis_ids.clock import label_day
 from sa_redis_ids.errors import ConfigError
-from sa_redis_ids.strategies.base import check_int_option
-from sa_redis_ids.strategies.dated import DatedGenerator, Floor, Locker
+from sa_redis_ids.generators.base import check_int_option
+from sa_redis_ids.generators.day_counter import DatedGenerator, Floor, Locker
+from sa_redis_ids.generators.day_window import label_day
 
 if TYPE_CHECKING:
-    from sa_redis_ids.backend.nodes import NodeSet
+    from sa_redis_ids.redis.nodes import NodeSet
 
 MAX_PREFIX_LENGTH = 20
 MAX_DIGITS = 18

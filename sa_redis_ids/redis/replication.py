@@ -23,8 +23,8 @@ from redis.cluster import RedisCluster
 from redis.commands.core import Script
 from redis.exceptions import AskError, NoScriptError, RedisClusterException
 
-from sa_redis_ids.backend.connect import socket_timeout_of
 from sa_redis_ids.errors import ConfigError
+from sa_redis_ids.redis.connect import socket_timeout_of
 
 #: Seconds ``WAIT`` waits for the replicas by default: below the default socket timeout (1 s), so a
 #: missing replica shows as :class:`~sa_redis_ids.ReplicasNotAcknowledged`, not as a socket timeout.
@@ -109,11 +109,39 @@ def _pipelined(
         if isinstance(reply, NoScriptError) and attempt == 1:
             client.script_load(script.script)
             continue
-        for result in (reply, acknowledged):
-            if isinstance(result, BaseException):
-                raise result
-        return reply, int(acknowledged)
+        return _results(reply, acknowledged)
     raise AssertionError("unreachable: the second attempt returns or raises")
+
+
+async def run_acknowledged_async(
+    client: Any,
+    script: Any,
+    keys: Sequence[Any],
+    args: Sequence[Any],
+    *,
+    replicas: int,
+    timeout_ms: int,
+) -> tuple[Any, int]:
+    """:func:`run_acknowledged` on a ``redis.asyncio.Redis`` (a cluster is refused when the
+    node is made: its pipelines cannot carry a keyless ``WAIT``)."""
+    for attempt in (1, 2):
+        async with client.pipeline(transaction=False) as pipe:
+            pipe.evalsha(script.sha, len(keys), *keys, *args)
+            pipe.execute_command("WAIT", replicas, timeout_ms)
+            reply, acknowledged = await pipe.execute(raise_on_error=False)
+        if isinstance(reply, NoScriptError) and attempt == 1:
+            await client.script_load(script.script)
+            continue
+        return _results(reply, acknowledged)
+    raise AssertionError("unreachable: the second attempt returns or raises")
+
+
+def _results(reply: Any, acknowledged: Any) -> tuple[Any, int]:
+    """The script's reply and the replica count of a pipeline, raising an error either holds."""
+    for result in (reply, acknowledged):
+        if isinstance(result, BaseException):
+            raise result
+    return reply, int(acknowledged)
 
 
 def _refresh_slots(client: RedisCluster) -> None:

@@ -12,19 +12,20 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
-from sa_redis_ids.backend.scripts import STATUS_CLAIM_MISMATCH, raise_for_status, reply_text
-from sa_redis_ids.keys import KeySpace
-from sa_redis_ids.strategies.highwater import (
+from sa_redis_ids.generators.highwater import (
     HighWater,
     check_floor,
     check_headroom,
     checked_floor,
     default_headroom,
 )
+from sa_redis_ids.keys import KeySpace
+from sa_redis_ids.redis.plans import CallFloor, Plan, now, run_plan
+from sa_redis_ids.redis.scripts import STATUS_CLAIM_MISMATCH, raise_for_status, reply_text
 from sa_redis_ids.validation import check_int_option as check_int_option
 
 if TYPE_CHECKING:
-    from sa_redis_ids.backend.nodes import Node, NodeSet
+    from sa_redis_ids.redis.nodes import Node, NodeSet
 
 V = TypeVar("V", int, str)
 T = TypeVar("T")
@@ -86,7 +87,7 @@ class IdGenerator(ABC, Generic[V]):
         self.headroom_option = check_headroom(headroom)
         """``headroom=`` as given (None: the default, see :attr:`headroom`)."""
         self.headroom = 0
-        """Counter steps a heal leaves above the guard (see :mod:`~sa_redis_ids.strategies.highwater`)."""
+        """Counter steps a heal leaves above the guard (see :mod:`~sa_redis_ids.generators.highwater`)."""
         self.high: HighWater[Any] = HighWater(len(nodes), self.namespace)
 
     def _set_headroom(self, capacity: int, max_block: int | None = None) -> None:
@@ -94,20 +95,24 @@ class IdGenerator(ABC, Generic[V]):
         chosen = self.headroom_option
         self.headroom = default_headroom(capacity, max_block) if chosen is None else chosen
 
-    def _highest_used(self, *day: Any, what: str) -> int:
+    def _highest_used(self, *day: Any, what: str) -> Plan[int]:
         """Call the floor (with ``day`` for date-keyed generators) and check its answer: the
         highest value (or day's counter) already used, a non-negative int."""
         assert self._floor is not None
         call = f"floor({', '.join(map(str, day))})"
-        return checked_floor(self._floor(*day), call=call, what=what, namespace=self.namespace)
+        used = yield CallFloor(self._floor, *day)
+        return checked_floor(used, call=call, what=what, namespace=self.namespace)
 
-    def _with_floor_read_once(self, node: Node, attempt: Callable[[], T]) -> T:
-        """Run ``attempt`` (a call on ``node`` that reads the floor at first use) so that one
-        thread per process and node reads it; the others wait, then find it read."""
-        if self._floor is not None and not self.high.consulted(node.index):
+    def _with_floor_read_once(self, node: Node, attempt: Callable[[], Plan[T]]) -> Plan[T]:
+        """Run plan ``attempt`` (a call on ``node`` that reads the floor at first use) so that one
+        thread per process and node reads it; the others wait, then find it read. (On the asyncio
+        driver concurrent first calls may each read the floor: harmless, as each heal only rises.)
+        """
+        first = self._floor is not None and not self.high.consulted(node.index)
+        if first and not node.asynchronous:
             with self.high.first_use(node.index):
-                return attempt()
-        return attempt()
+                return (yield from attempt())
+        return (yield from attempt())
 
     @property
     def rewinds(self) -> int:
@@ -172,20 +177,29 @@ class IdGenerator(ABC, Generic[V]):
 
     def next_id(self) -> V:
         """One new value."""
-        return self._take(1)[0]
+        return run_plan(self._take_plan(1))[0]
 
     def next_ids(self, n: int) -> list[V]:
         """``n`` new values in one Redis round trip (``[]`` for 0)."""
         if check_count(n, most=self.max_batch) == 0:
             return []
-        return self._take(n)
+        return run_plan(self._take_plan(n))
 
-    @abstractmethod
+    def _take_plan(self, n: int) -> Plan[list[V]]:
+        """The plan fetching ``n`` (>= 1) values in one round trip (see
+        :mod:`~sa_redis_ids.redis.plans`); what a strategy implements."""
+        return now(self._take, n)
+
     def _take(self, n: int) -> list[V]:
-        """Fetch ``n`` (>= 1) values in one round trip."""
+        """Fetch ``n`` (>= 1) values in one round trip (sync)."""
+        return run_plan(self._take_plan(n))
 
     def _call(self, action: Any) -> Any:
         return self._nodes.call(self.namespace, action)
+
+    def _call_plan(self, action: Callable[[Node], Plan[T]]) -> Plan[T]:
+        """Plan ``action`` on the next node that can answer (see ``NodeSet.call_plan``)."""
+        return self._nodes.call_plan(self.namespace, action)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.namespace!r}, {self.config})"

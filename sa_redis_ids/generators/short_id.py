@@ -31,15 +31,15 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from sa_redis_ids.backend.scripts import NeedsFloor, check_reply, reply_text
 from sa_redis_ids.bounds import BIGINT_MAX
 from sa_redis_ids.errors import ConfigError, RedisUnavailable, SequenceExhausted
-from sa_redis_ids.strategies.base import IdGenerator, check_int_option
-from sa_redis_ids.strategies.highwater import checked_floor
+from sa_redis_ids.generators.base import IdGenerator, check_int_option
+from sa_redis_ids.generators.highwater import checked_floor
+from sa_redis_ids.redis.scripts import NeedsFloor, check_reply, reply_text
 from sa_redis_ids.validation import check_values
 
 if TYPE_CHECKING:
-    from sa_redis_ids.backend.nodes import Node, NodeSet
+    from sa_redis_ids.redis.nodes import Node, NodeSet
 
 MAX_POOL_SIZE = 2**32
 """A Redis string holds at most 512 MB, i.e. 2^32 bits."""

@@ -1,0 +1,54 @@
+"""The asyncio face of a generator: the same strategy, its calls awaited on the event loop.
+
+An :class:`AsyncIdGenerator` wraps a generator built on ``redis.asyncio`` clients (by
+:class:`~sa_redis_ids.asyncio.AsyncRedisIds`) and runs the very plans the sync generator runs
+(see :mod:`~sa_redis_ids.redis.plans`) with the asyncio driver: ``await ids.next_id()`` never
+blocks the event loop and never uses a thread. Everything that does no I/O (``parse``,
+``max_value``, ``namespace``, ``config`` …) is the wrapped generator's.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Generic, TypeVar
+
+from sa_redis_ids.generators.base import IdGenerator, check_count
+from sa_redis_ids.redis.plans import run_plan_async
+
+V = TypeVar("V", int, str)
+
+
+class AsyncIdGenerator(Generic[V]):
+    """Coroutine ``next_id()``/``next_ids(n)`` over ``generator`` (an :class:`IdGenerator`)."""
+
+    def __init__(self, generator: IdGenerator[V]):
+        self.generator: IdGenerator[V] = generator
+        """The strategy's generator: its options, bounds and ``parse``."""
+        self.buffer: Any = None
+        """The asyncio buffer of a buffered generator (``block=``), else None."""
+
+    async def next_id(self) -> V:
+        """One new value."""
+        buffer = self.buffer
+        if buffer is not None:
+            value: V = await buffer.next_id()
+            return value
+        values: list[V] = await run_plan_async(self.generator._take_plan(1))
+        return values[0]
+
+    async def next_ids(self, n: int) -> list[V]:
+        """``n`` new values in one Redis round trip (``[]`` for 0)."""
+        buffer = self.buffer
+        if buffer is not None:
+            taken: list[V] = await buffer.next_ids(n)
+            return taken
+        if check_count(n, most=self.generator.max_batch) == 0:
+            return []
+        return await run_plan_async(self.generator._take_plan(n))
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return getattr(self.generator, name)
+
+    def __repr__(self) -> str:
+        return f"Async{self.generator!r}"

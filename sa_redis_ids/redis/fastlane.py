@@ -1,0 +1,119 @@
+"""The fast path of a script call: ``EVALSHA`` on a connection each thread keeps.
+
+redis-py's general call path checks a connection out of the pool and back in on every command,
+polling the socket for stray data each time, and its ``Script`` wrapper adds a layer of its own;
+together they cost about as much as the server's work. A :class:`FastLane` keeps one connection
+per thread and pool (a plain client's pool, or a cluster node's) and sends ``EVALSHA`` on it
+directly, so a script call costs little more than a ``PING``.
+
+It stays correct where the general path is: a forked child never uses its parent's connection;
+``NOSCRIPT`` loads the script and retries once; on any connection trouble, a ``MOVED``/``ASK``
+redirect or a cluster that is not ready, the held connection is dropped and the call goes the
+general way (with redis-py's own retries and redirect handling), so reconnects, failovers and
+cluster resharding behave exactly as without the fast path. A connection goes back to its pool
+when its thread ends.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+from typing import Any
+
+import redis
+from redis.cluster import RedisCluster
+from redis.commands.core import Script
+from redis.exceptions import AskError, ClusterDownError, NoScriptError, TryAgainError
+
+#: Errors after which the held connection is dropped and the call retried the general way.
+FALLBACK_ERRORS: tuple[type[BaseException], ...] = (
+    redis.ConnectionError,
+    redis.TimeoutError,
+    OSError,
+    AskError,  # includes MovedError
+    TryAgainError,
+    ClusterDownError,
+)
+
+
+class _Held:
+    """A connection one thread holds; given back to its pool when the thread ends."""
+
+    __slots__ = ("connection", "pid", "pool")
+
+    def __init__(self, pool: Any, connection: Any):
+        self.pool = pool
+        self.connection = connection
+        self.pid = os.getpid()
+
+    def drop(self) -> None:
+        connection, self.connection = self.connection, None
+        if connection is not None and self.pid == os.getpid():
+            connection.disconnect()
+            self.pool.release(connection)
+
+    def __del__(self) -> None:  # the thread ended
+        connection, self.connection = self.connection, None
+        if connection is not None and self.pid == os.getpid():
+            with contextlib.suppress(Exception):  # interpreter shutdown
+                self.pool.release(connection)
+
+
+class FastLane:
+    """Per-thread ``EVALSHA`` for one client: a plain ``redis.Redis`` or a ``RedisCluster``."""
+
+    def __init__(self, client: Any):
+        self.client = client
+        self.cluster = isinstance(client, RedisCluster)
+        self._local = threading.local()
+
+    @staticmethod
+    def supports(client: Any) -> bool:
+        """Whether ``client`` can take the fast path (sync redis-py clients of real servers)."""
+        if client.__class__.__module__.startswith("fakeredis"):
+            return False
+        return isinstance(client, (redis.Redis, RedisCluster))
+
+    def _pool(self, key: Any) -> Any:
+        if self.cluster:
+            node = self.client.get_node_from_key(key)
+            return node.redis_connection.connection_pool
+        return self.client.connection_pool
+
+    def _held(self, pool: Any) -> _Held:
+        held: dict[int, _Held] | None = getattr(self._local, "held", None)
+        if held is None:
+            held = self._local.held = {}
+        found = held.get(id(pool))
+        if found is not None and found.connection is not None and found.pid == os.getpid():
+            return found
+        connection = pool.get_connection("EVALSHA")
+        found = held[id(pool)] = _Held(pool, connection)
+        return found
+
+    def call(self, script: Script, keys: Any, args: Any) -> Any:
+        """Run ``script`` with ``keys`` and ``args``; the reply as redis-py would return it."""
+        key = keys[0] if keys else None
+        try:
+            held = self._held(self._pool(key))
+        except FALLBACK_ERRORS:
+            return script(keys=keys, args=args)
+        connection = held.connection
+        try:
+            try:
+                connection.send_command("EVALSHA", script.sha, len(keys), *keys, *args)
+                return connection.read_response()
+            except NoScriptError:
+                connection.send_command("SCRIPT", "LOAD", script.script)
+                connection.read_response()
+                connection.send_command("EVALSHA", script.sha, len(keys), *keys, *args)
+                return connection.read_response()
+        except FALLBACK_ERRORS:
+            held.drop()
+            return script(keys=keys, args=args)
+        except redis.ResponseError:
+            raise  # an error reply leaves the connection in step
+        except BaseException:
+            held.drop()  # interrupted mid-reply: the connection is out of step
+            raise

@@ -1,0 +1,175 @@
+"""Sans-IO plans: generator logic written once, run by a sync or an asyncio driver.
+
+A *plan* is a Python generator that yields *effects* (run a script on a node, send one command,
+call a floor, sleep) and receives each effect's result, or has the effect's exception thrown into
+it at the ``yield``. It returns its answer. Every strategy, the node failover and the lock are
+written as plans, so their logic exists once; :func:`run_plan` runs a plan on sync redis-py
+clients and :func:`run_plan_async` awaits it on ``redis.asyncio`` clients::
+
+    def take(node):                                   # a plan
+        reply = yield Run(node, "sequence", keys, args)
+        return int(reply[1])
+
+    run_plan(take(node))                              # sync front end
+    await run_plan_async(take(node))                  # asyncio front end
+
+A plan must not hold a thread lock across a ``yield`` when it may run on the asyncio driver.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import time
+from collections.abc import Callable, Generator, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from sa_redis_ids.errors import ConfigError
+
+if TYPE_CHECKING:
+    from sa_redis_ids.redis.nodes import Node
+
+T = TypeVar("T")
+
+
+class Effect:
+    """One piece of I/O a plan asks its driver for."""
+
+    __slots__ = ()
+
+    def run(self) -> Any:
+        """Carry the effect out on sync clients and return its result."""
+        raise NotImplementedError
+
+    async def run_async(self) -> Any:
+        """Carry the effect out on asyncio clients and return its result."""
+        raise NotImplementedError
+
+
+Plan = Generator[Effect, Any, T]
+"""A plan answering ``T``."""
+
+
+class Run(Effect):
+    """Run the library script ``name`` on ``node`` (see :meth:`~sa_redis_ids.redis.nodes.Node.run`)."""
+
+    __slots__ = ("args", "keys", "name", "node")
+
+    def __init__(self, node: Node, name: str, keys: Sequence[Any], args: Sequence[Any]):
+        self.node = node
+        self.name = name
+        self.keys = keys
+        self.args = args
+
+    def run(self) -> Any:
+        return self.node.run(self.name, self.keys, self.args)
+
+    async def run_async(self) -> Any:
+        return await self.node.run_async(self.name, self.keys, self.args)
+
+
+class Command(Effect):
+    """Call the redis-py client method ``method`` (``"get"``, ``"hexists"`` …) of ``node``."""
+
+    __slots__ = ("args", "method", "node")
+
+    def __init__(self, node: Node, method: str, *args: Any):
+        self.node = node
+        self.method = method
+        self.args = args
+
+    def run(self) -> Any:
+        return getattr(self.node.client, self.method)(*self.args)
+
+    async def run_async(self) -> Any:
+        return await getattr(self.node.client, self.method)(*self.args)
+
+
+class CallFloor(Effect):
+    """Call a generator's floor with ``args``. On the asyncio driver the floor may be a coroutine
+    function; on the sync driver it must answer at once."""
+
+    __slots__ = ("args", "floor")
+
+    def __init__(self, floor: Callable[..., Any], *args: Any):
+        self.floor = floor
+        self.args = args
+
+    def run(self) -> Any:
+        answer = self.floor(*self.args)
+        if inspect.isawaitable(answer):
+            close = getattr(answer, "close", None)
+            if close is not None:
+                close()
+            raise ConfigError(
+                "floor= returned an awaitable: a coroutine floor needs the asyncio front end "
+                "(sa_redis_ids.asyncio.AsyncRedisIds)"
+            )
+        return answer
+
+    async def run_async(self) -> Any:
+        answer = self.floor(*self.args)
+        if inspect.isawaitable(answer):
+            answer = await answer
+        return answer
+
+
+class Sleep(Effect):
+    """Wait ``seconds`` (a thread sleep, or ``asyncio.sleep`` on the asyncio driver)."""
+
+    __slots__ = ("seconds",)
+
+    def __init__(self, seconds: float):
+        self.seconds = seconds
+
+    def run(self) -> None:
+        time.sleep(self.seconds)
+
+    async def run_async(self) -> None:
+        await asyncio.sleep(self.seconds)
+
+
+def run_plan(plan: Plan[T]) -> T:
+    """Run ``plan`` to its answer on sync clients."""
+    send = plan.send
+    try:
+        effect = send(None)
+        while True:
+            try:
+                result = effect.run()
+            except BaseException as exc:  # the plan decides what an error means
+                effect = plan.throw(exc)
+            else:
+                effect = send(result)
+    except StopIteration as done:
+        answer: T = done.value
+        return answer
+
+
+async def run_plan_async(plan: Plan[T]) -> T:
+    """Run ``plan`` to its answer on asyncio clients, never blocking the event loop on I/O."""
+    send = plan.send
+    try:
+        effect = send(None)
+        while True:
+            try:
+                result = await effect.run_async()
+            except BaseException as exc:  # includes CancelledError: the plan cleans up, re-raises
+                effect = plan.throw(exc)
+            else:
+                effect = send(result)
+    except StopIteration as done:
+        answer: T = done.value
+        return answer
+
+
+def now(action: Callable[..., T], *args: Any) -> Plan[T]:
+    """A plan that calls ``action(*args)`` and yields nothing (sync-only work inside a plan)."""
+    return action(*args)
+    yield  # pragma: no cover - makes this function a generator
+
+
+def answer(value: T) -> Plan[T]:
+    """A plan that answers ``value`` at once."""
+    return value
+    yield  # pragma: no cover - makes this function a generator
