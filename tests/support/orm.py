@@ -2,7 +2,7 @@
 
 ``STRATEGIES`` lists every ID strategy with options that fit the tests (a daily code of 6 digits, so
 10,000 codes fit in one day). ``RoundTrips`` counts the calls a ``RedisIds`` makes to its nodes: each
-``NodeSet.call``/``each`` is one Redis round trip of one generator.
+``NodeSet.call_plan``/``each`` is one Redis round trip of one generator.
 """
 
 from __future__ import annotations
@@ -47,23 +47,24 @@ STRATEGY_IDS = [s.name for s in STRATEGIES]
 
 
 class RoundTrips:
-    """Counts Redis round trips per namespace by wrapping the node set's ``call`` and ``each``."""
+    """Counts Redis round trips per namespace by wrapping the node set's ``call_plan`` (what
+    ``call`` and every strategy's fetch go through), ``each`` and ``each_plan``."""
 
-    def __init__(self, ids: RedisIds):
+    def __init__(self, ids: Any):
         self.counts: Counter[str] = Counter()
         nodes = ids.nodes
-        call, each = nodes.call, nodes.each
+        call_plan, each, each_plan = nodes.call_plan, nodes.each, nodes.each_plan
 
-        def counted_call(namespace: str, action: Callable[[Any], Any]) -> Any:
-            self.counts[namespace] += 1
-            return call(namespace, action)
+        def counted(method: Callable[[str, Any], Any]) -> Callable[[str, Any], Any]:
+            def wrapper(namespace: str, action: Any) -> Any:
+                self.counts[namespace] += 1
+                return method(namespace, action)
 
-        def counted_each(namespace: str, action: Callable[[Any], Any]) -> Any:
-            self.counts[namespace] += 1
-            return each(namespace, action)
+            return wrapper
 
-        nodes.call = counted_call  # type: ignore[method-assign]
-        nodes.each = counted_each  # type: ignore[method-assign]
+        nodes.call_plan = counted(call_plan)  # type: ignore[method-assign]
+        nodes.each = counted(each)  # type: ignore[method-assign]
+        nodes.each_plan = counted(each_plan)  # type: ignore[method-assign]
 
     def take(self) -> dict[str, int]:
         """The counts since the last ``take()``, then reset."""
