@@ -1,6 +1,6 @@
 """One Redis round trip per generator per flush (and per bulk statement), for every strategy.
 
-Round trips are counted by wrapping the node set's ``call``/``each`` (tests/support/orm.py). The
+Round trips are counted by wrapping the node set's ``call_plan``/``each`` (tests/support/orm.py). The
 reservation belongs to one flush of one session: IDs a failed flush did not use are gaps.
 """
 
@@ -22,7 +22,7 @@ from sa_redis_ids import RedisIds, SequenceExhausted, redis_id_column, register
 from sa_redis_ids.generators.base import IdGenerator
 from sa_redis_ids.orm import assign_ids
 from sa_redis_ids.orm.batches import batch_limit
-from sa_redis_ids.orm.flush import FLUSH_RESERVATION
+from sa_redis_ids.orm.events import FLUSH_RESERVATION
 from tests.conftest import Backend
 from tests.support.orm import (
     STRATEGIES,

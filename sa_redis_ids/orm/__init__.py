@@ -1,23 +1,33 @@
 """SQLAlchemy integration: column defaults, registration, flush-wide reservations, column checks.
 
-- :mod:`~sa_redis_ids.orm.default`: ``redis_id(generator)``, the column default (one reservation
-  per statement on the bulk and Core paths);
-- :mod:`~sa_redis_ids.orm.bindings`: ``register(Model, generator, attr=None)`` and the bindings of
-  a mapped class;
-- :mod:`~sa_redis_ids.orm.flush`: the ``before_flush`` reservation and ``before_insert`` hook (one
-  round trip per generator per flush), ``assign_ids``, ``check_columns``;
+The modules, from the bottom up (each imports only those above it in this list):
+
+- :mod:`~sa_redis_ids.orm.sqlalchemy_internals`: the few SQLAlchemy internals used, and why;
 - :mod:`~sa_redis_ids.orm.checks`: what a column type holds on each dialect;
+- :mod:`~sa_redis_ids.orm.batches`: taking ``n`` values from a generator, sync or awaited on the
+  ``AsyncSession``'s event loop;
+- :mod:`~sa_redis_ids.orm.default`: ``redis_id(generator)``, the column default (one reservation
+  per statement on the bulk and Core paths); a leaf: it knows no mapper or session;
 - :mod:`~sa_redis_ids.orm.columns`: ``redis_id_column(generator)``;
-- :mod:`~sa_redis_ids.orm.async_support`: ``assign_ids_async`` for ``AsyncSession``;
+- :mod:`~sa_redis_ids.orm.bindings`: which generator fills which mapped attribute:
+  ``register(Model, generator, attr=None)``, the ``redis_id`` defaults of mapped columns,
+  ``check_columns``;
+- :mod:`~sa_redis_ids.orm.reservations`: one ``next_ids(n)`` per generator for a session's pending
+  objects; ``assign_ids``, ``assign_ids_async``;
+- :mod:`~sa_redis_ids.orm.events`: the session and mapper listeners (``before_flush``,
+  ``before_insert``, ``mapper_configured``), installed when this package is imported;
 - :mod:`~sa_redis_ids.orm.floor`: a day's floor read from the table (date-keyed strategies).
 """
 
-from sa_redis_ids.orm.async_support import assign_ids_async
-from sa_redis_ids.orm.bindings import Binding, register
+from sa_redis_ids.orm import events
+from sa_redis_ids.orm.bindings import Binding, check_columns, register
 from sa_redis_ids.orm.checks import check_column
 from sa_redis_ids.orm.columns import redis_id_column
 from sa_redis_ids.orm.default import RedisIdDefault, redis_id
-from sa_redis_ids.orm.flush import assign_ids, check_columns
+from sa_redis_ids.orm.floor import floor_from_column
+from sa_redis_ids.orm.reservations import assign_ids, assign_ids_async
+
+events.install()
 
 __all__ = [
     "Binding",
@@ -26,6 +36,7 @@ __all__ = [
     "assign_ids_async",
     "check_column",
     "check_columns",
+    "floor_from_column",
     "redis_id",
     "redis_id_column",
     "register",

@@ -1,10 +1,15 @@
-"""Which generator fills which mapped attribute: ``register()`` and the ``redis_id`` defaults.
+"""Which generator fills which mapped attribute: ``register()``, the ``redis_id`` defaults found
+on mapped columns, and ``check_columns()``.
 
 A :class:`Binding` ties one column attribute of one mapped class to one generator. Bindings come
 from two places and are treated alike afterwards: ``register(Model, generator, attr=None)``, and
 columns declared with ``default=redis_id(generator)`` (found when the mapper configures). A
 mapper's bindings include those of the classes it inherits from; they are kept in the ``info``
 dictionary of the class's SQLAlchemy ``ClassManager`` (so they go when the class is unmapped).
+
+Layers of :mod:`sa_redis_ids.orm`: the column default (:mod:`~sa_redis_ids.orm.default`) below
+this module, the flush reservation (:mod:`~sa_redis_ids.orm.reservations`) and the session and
+mapper events (:mod:`~sa_redis_ids.orm.events`) above it.
 """
 
 from __future__ import annotations
@@ -14,13 +19,14 @@ import weakref
 from typing import Any
 
 from sqlalchemy import inspect
-from sqlalchemy.orm import ColumnProperty, Mapper, RelationshipProperty
+from sqlalchemy.orm import ColumnProperty, Mapper, RelationshipProperty, configure_mappers
 from sqlalchemy.schema import Column, ColumnDefault
 
 from sa_redis_ids.errors import ConfigError
-from sa_redis_ids.generators.base import IdGenerator
+from sa_redis_ids.orm.batches import AnyGenerator, check_generator, core_of
 from sa_redis_ids.orm.checks import check_column, dialect_key
 from sa_redis_ids.orm.default import RedisIdDefault
+from sa_redis_ids.orm.sqlalchemy_internals import attach_column_default
 
 REGISTERED = "sa_redis_ids.registered"
 """Info key: ``{attribute key: Binding}`` made by ``register()`` on that mapper."""
@@ -40,7 +46,7 @@ class Binding:
         mapper: Mapper[Any],
         key: str,
         column: Column[Any],
-        generator: IdGenerator[Any],
+        generator: AnyGenerator,
         *,
         source: str,
     ):
@@ -62,7 +68,7 @@ class Binding:
         name = dialect_key(dialect)
         if name in self._checked:
             return
-        check_column(self.generator, self.column, dialect, owner=self.owner)
+        check_column(core_of(self.generator), self.column, dialect, owner=self.owner)
         self._checked.add(name)
 
     def __repr__(self) -> str:
@@ -166,7 +172,7 @@ def _column_of(mapper: Mapper[Any], attr: str | None) -> tuple[str, Column[Any]]
     return attr, columns[0]
 
 
-def register(model: Any, generator: IdGenerator[Any], attr: str | None = None) -> Binding:
+def register(model: Any, generator: AnyGenerator, attr: str | None = None) -> Binding:
     """Fill ``model``'s primary key (or ``attr``) from ``generator`` on every insert path.
 
     The attribute is filled when it is unset (``None``); a value set explicitly is left alone. The
@@ -176,12 +182,10 @@ def register(model: Any, generator: IdGenerator[Any], attr: str | None = None) -
     Register at import time, before the first insert. Raises :class:`ConfigError` for a class that is
     not mapped, an attribute that is not a single table column, a column that already has a
     (``redis_id`` or other) Python default, a second registration, or a column that cannot hold the
-    generator's values.
+    generator's values. ``generator`` may be an ``AsyncIdGenerator`` for models used with
+    ``AsyncSession``: the reservations are then awaited on the event loop.
     """
-    from sa_redis_ids.orm.flush import install
-
-    if not isinstance(generator, IdGenerator):
-        raise TypeError(f"register() needs an ID generator, not {type(generator).__name__}")
+    check_generator(generator, "register()")
     mapper = _mapper_of(model)
     key, column = _column_of(mapper, attr)
     owner = f"{mapper.class_.__name__}.{key}"
@@ -206,12 +210,22 @@ def register(model: Any, generator: IdGenerator[Any], attr: str | None = None) -
             raise ConfigError(f"{owner} is already registered (on {level.class_.__name__})")
     binding = Binding(mapper, key, column, generator, source="register")
     binding.check()
-    install()
     with _lock:
-        default = RedisIdDefault(generator, registered=True)
-        ColumnDefault(default)._set_parent_with_dispatch(column)
-        column._reset_memoizations()
+        attach_column_default(column, RedisIdDefault(generator, registered=True))
         info(mapper).setdefault(REGISTERED, {})[key] = binding
         _all.add(binding)
         forget_resolved(mapper)
     return binding
+
+
+def check_columns(bind: Any) -> None:
+    """Check every bound column against ``bind``'s dialect now (an Engine, Connection or Dialect).
+
+    The same checks run by themselves before the first insert on each dialect; call this at start-up
+    to fail there instead. Configures the mappers first.
+    """
+    configure_mappers()
+    dialect = getattr(bind, "dialect", bind)
+    for binding in all_bindings():
+        binding.check()
+        binding.check(dialect)

@@ -19,11 +19,12 @@ dialect, before the first insert on a connection. What a type holds:
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import types as sqltypes
-from sqlalchemy.engine import Dialect
+from sqlalchemy.engine import Dialect, make_url
 
 from sa_redis_ids.bounds import BIGINT_MAX
 from sa_redis_ids.errors import ConfigError
@@ -55,8 +56,25 @@ class Holds:
     """The width is only known once the dialect is: the mapping-time check skips it."""
 
 
+def as_dialect(dialect: Dialect | str | None) -> Dialect | None:
+    """A dialect instance for ``dialect`` (a name like ``"postgresql"`` loads that dialect)."""
+    if isinstance(dialect, str):
+        return _named_dialect(dialect)
+    return dialect
+
+
+@functools.cache
+def _named_dialect(name: str) -> Dialect:
+    try:
+        found: Dialect = make_url(f"{name}://").get_dialect()()
+    except Exception as exc:
+        raise ValueError(f"{name!r} is not the name of a SQLAlchemy dialect: {exc}") from None
+    return found
+
+
 def dialect_names(dialect: Dialect | str | None) -> tuple[str, ...]:
-    """The names a type variant may be keyed by for ``dialect`` (MariaDB answers to both)."""
+    """The names ``dialect`` answers to, the most specific first (MariaDB reached through a
+    ``mysql://`` URL answers to both ``mariadb`` and ``mysql``)."""
     if dialect is None:
         return ()
     if isinstance(dialect, str):
@@ -78,23 +96,23 @@ def _type_dialect(type_: Any) -> str | None:
     return parts[2] if parts[:2] == ["sqlalchemy", "dialects"] and len(parts) > 2 else None
 
 
-def resolve_type(type_: Any, names: tuple[str, ...]) -> Any:
-    """The type actually used on a dialect: its variant for that dialect, TypeDecorators unwrapped."""
+def resolve_type(type_: Any, dialect: Dialect | None) -> Any:
+    """The type actually used on ``dialect``: what SQLAlchemy's own ``dialect_impl`` makes of it
+    (its variant for that dialect, the dialect's implementation class), ``TypeDecorator``s
+    unwrapped through ``load_dialect_impl``. Without a dialect (mapping time), ``TypeDecorator``s
+    are unwrapped to their ``impl``."""
     for _ in range(20):  # a TypeDecorator chain is short; the bound guards against cycles
-        variants = getattr(type_, "_variant_mapping", None) or {}
-        found = next((variants[name] for name in names if name in variants), None)
-        if found is not None:
-            type_ = found
-        elif isinstance(type_, sqltypes.TypeDecorator):
-            type_ = type_.impl_instance
-        else:
+        if dialect is not None:
+            type_ = type_.dialect_impl(dialect)
+        if not isinstance(type_, sqltypes.TypeDecorator):
             return type_
+        type_ = type_.impl if dialect is None else type_.load_dialect_impl(dialect)
     return type_
 
 
-def _sql_name(type_: Any) -> str:
+def _sql_name(type_: Any, dialect: Dialect | None) -> str:
     try:
-        return str(type_.compile())
+        return str(type_.compile(dialect=dialect))
     except Exception:  # a type only some dialect can render
         return type(type_).__name__.upper()
 
@@ -102,8 +120,9 @@ def _sql_name(type_: Any) -> str:
 def holds(type_: Any, dialect: Dialect | str | None) -> Holds:
     """What ``type_`` holds on ``dialect`` (``None``: the judgement that holds on every dialect)."""
     names = dialect_names(dialect)
-    type_ = resolve_type(type_, names)
-    name = _sql_name(type_)
+    instance = as_dialect(dialect)
+    type_ = resolve_type(type_, instance)
+    name = _sql_name(type_, instance)
     on = _type_dialect(type_) or (names[0] if names else None)
     if isinstance(type_, sqltypes.Integer):
         return _integer_holds(type_, name, on)

@@ -8,19 +8,20 @@ from sqlalchemy import BigInteger, String
 from sqlalchemy.orm import MappedColumn, mapped_column
 from sqlalchemy.types import TypeEngine
 
-from sa_redis_ids.generators.base import IdGenerator
+from sa_redis_ids.orm.batches import AnyGenerator, core_of
 from sa_redis_ids.orm.default import redis_id
 
 
-def column_type_for(generator: IdGenerator[Any]) -> TypeEngine[Any]:
+def column_type_for(generator: AnyGenerator) -> TypeEngine[Any]:
     """``BigInteger`` for numbers, ``String(max_length)`` for codes."""
-    if generator.python_type is str:
-        return String(generator.max_length)
+    core = core_of(generator)
+    if core.python_type is str:
+        return String(core.max_length)
     return BigInteger()
 
 
 def redis_id_column(
-    generator: IdGenerator[Any],
+    generator: AnyGenerator,
     type_: TypeEngine[Any] | None = None,
     *,
     primary_key: bool = True,
