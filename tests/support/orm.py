@@ -47,24 +47,24 @@ STRATEGY_IDS = [s.name for s in STRATEGIES]
 
 
 class RoundTrips:
-    """Counts Redis round trips per namespace by wrapping the node set's ``call_plan`` (what
-    ``call`` and every strategy's fetch go through), ``each`` and ``each_plan``."""
+    """Counts Redis round trips per namespace by wrapping the node set's entry points: every
+    call of a generator goes through ``call_plan`` (the sync ``call`` too), and the calls on
+    every node through ``each`` or ``each_plan``."""
 
-    def __init__(self, ids: Any):
+    def __init__(self, ids: RedisIds):
         self.counts: Counter[str] = Counter()
         nodes = ids.nodes
-        call_plan, each, each_plan = nodes.call_plan, nodes.each, nodes.each_plan
 
-        def counted(method: Callable[[str, Any], Any]) -> Callable[[str, Any], Any]:
-            def wrapper(namespace: str, action: Any) -> Any:
+        def counted(entry: Callable[[str, Callable[[Any], Any]], Any]) -> Any:
+            def wrapper(namespace: str, action: Callable[[Any], Any]) -> Any:
                 self.counts[namespace] += 1
-                return method(namespace, action)
+                return entry(namespace, action)
 
             return wrapper
 
-        nodes.call_plan = counted(call_plan)  # type: ignore[method-assign]
-        nodes.each = counted(each)  # type: ignore[method-assign]
-        nodes.each_plan = counted(each_plan)  # type: ignore[method-assign]
+        nodes.call_plan = counted(nodes.call_plan)  # type: ignore[method-assign]
+        nodes.each = counted(nodes.each)  # type: ignore[method-assign]
+        nodes.each_plan = counted(nodes.each_plan)  # type: ignore[method-assign]
 
     def take(self) -> dict[str, int]:
         """The counts since the last ``take()``, then reset."""
