@@ -107,10 +107,9 @@ def await_in_greenlet(coroutine: Coroutine[Any, Any, T]) -> T:
     if importlib.util.find_spec("greenlet") is None:  # SQLAlchemy 2.1: the asyncio extra
         coroutine.close()
         raise MissingGreenlet("the greenlet library is not installed")
-    awaiter = _awaiter()
     try:
-        result: T = awaiter(coroutine)
-    except MissingGreenlet:
+        result: T = _awaiter()(coroutine)
+    except (MissingGreenlet, InternalChanged):
         coroutine.close()
         raise
     return result
