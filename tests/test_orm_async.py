@@ -1,5 +1,7 @@
-"""``AsyncSession`` on the real Redis: the flush reservation inside the greenlet, and
-``assign_ids_async`` reserving off the event loop before the flush.
+"""Generators of the sync ``RedisIds`` under ``AsyncSession`` on the real Redis: the flush
+reservation is a sync call inside the greenlet (it holds the loop for that call), and
+``assign_ids_async`` reserves in a worker thread before the flush. ``AsyncIdGenerator``, awaited on
+the loop, is tested in test_orm_async_native.py.
 
 Drivers: aiosqlite (always) and asyncpg on the session's PostgreSQL database. The tests drive
 their own event loop with ``asyncio.run``.
