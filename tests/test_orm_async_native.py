@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 import redis
 import redis.asyncio
-from sqlalchemy import BigInteger, ForeignKey, Integer, SmallInteger, String, insert, select
+from sqlalchemy import BigInteger, Column, ForeignKey, Integer, SmallInteger, String, insert, select
 from sqlalchemy import create_engine as create_sync_engine
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker, create_async_engine
@@ -37,11 +37,12 @@ from sqlalchemy.orm import (
     mapped_column,
     relationship,
 )
+from sqlalchemy.pool import AsyncAdaptedQueuePool
 
 from sa_redis_ids import ConfigError, RedisUnavailable, redis_id_column, register
 from sa_redis_ids.generators.aio import AsyncIdGenerator
 from sa_redis_ids.generators.sequence import SequenceGenerator
-from sa_redis_ids.orm import assign_ids_async
+from sa_redis_ids.orm import assign_ids_async, check_column
 from sa_redis_ids.redis.connect import fail_fast_options
 from sa_redis_ids.redis.nodes import NodeSet
 from tests.support.orm import RoundTrips, fresh_base
@@ -244,7 +245,12 @@ def test_many_concurrent_tasks_get_unique_ids(async_url: str, base: Any) -> None
             Row = _rows_model(base, calls.watch(make("rows")))
             options: dict[str, Any] = {}
             if async_url.startswith("sqlite"):  # one writer at a time; the tasks queue for it
-                options = {"pool_size": 1, "max_overflow": 0, "pool_timeout": 120}
+                options = {
+                    "poolclass": AsyncAdaptedQueuePool,
+                    "pool_size": 1,
+                    "max_overflow": 0,
+                    "pool_timeout": 120,
+                }
             engine = create_async_engine(async_url, **options)
             try:
                 await _reset(engine, base)
@@ -456,6 +462,11 @@ def test_column_checks_read_the_wrapped_generator(base: Any) -> None:
 
     with pytest.raises(ConfigError, match=r"Narrow\.id .*SMALLINT.*SequenceGenerator\('checks'"):
         register(Narrow, generator)
+    with pytest.raises(ConfigError, match="holds at most 32767"):
+        check_column(generator, Column("id", SmallInteger))
+    check_column(generator, Column("id", Integer), "sqlite")
+    with pytest.raises(ConfigError, match="on postgresql"):
+        check_column(generator, Column("id", Integer), "postgresql")
     with pytest.raises(TypeError, match="register\\(\\) needs an ID generator"):
         register(Narrow, object())  # type: ignore[arg-type]
     configure_mappers()

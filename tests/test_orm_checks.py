@@ -222,7 +222,9 @@ def test_check_columns_checks_live_models_only(ids: RedisIds) -> None:
             configure_mappers()
     check_columns(SQLITE)  # the failed model's registry is disposed: nothing left to refuse
     with fresh_base() as base:
-        _model(base, Integer, ids.sequence("numbers"), use_default=False)
+        # Held: a class nothing refers to may be garbage collected (mapped classes are cycles).
+        Thing = _model(base, Integer, ids.sequence("numbers"), use_default=False)
         check_columns(SQLITE)
         with pytest.raises(ConfigError, match=r"Thing\.id .* on postgresql"):
             check_columns(POSTGRESQL)
+        assert Thing.__tablename__ == "things"

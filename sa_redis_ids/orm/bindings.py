@@ -143,6 +143,14 @@ def _mapper_of(model: Any) -> Mapper[Any]:
     return mapper
 
 
+def _property(mapper: Mapper[Any], attr: str) -> Any:
+    """The mapped property ``attr`` that is no column (a relationship …), or ``None``."""
+    try:
+        return mapper.get_property(attr)
+    except Exception:  # no such attribute, or the mappers cannot configure yet
+        return None
+
+
 def _column_of(mapper: Mapper[Any], attr: str | None) -> tuple[str, Column[Any]]:
     name = mapper.class_.__name__
     if attr is None:
@@ -153,10 +161,12 @@ def _column_of(mapper: Mapper[Any], attr: str | None) -> tuple[str, Column[Any]]
                 f"register({name}, generator, attr=...)"
             )
         attr = mapper.get_property_by_column(mapper.primary_key[0]).key
-    try:
-        prop = mapper.get_property(attr)
-    except Exception:
-        raise ConfigError(f"{name} has no mapped attribute {attr!r}") from None
+    # Mapper.columns has every column attribute from the start: looking there never configures
+    # the mappers (register() may run before the classes a relationship names exist).
+    found = mapper.columns.get(attr)
+    prop = mapper.get_property_by_column(found) if found is not None else _property(mapper, attr)
+    if prop is None:
+        raise ConfigError(f"{name} has no mapped attribute {attr!r}")
     if not isinstance(prop, ColumnProperty):
         kind = "relationship" if isinstance(prop, RelationshipProperty) else type(prop).__name__
         raise ConfigError(f"{name}.{attr} is a {kind}, not a column; register() fills a column")

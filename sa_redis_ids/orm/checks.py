@@ -28,6 +28,7 @@ from sqlalchemy.engine import Dialect, make_url
 
 from sa_redis_ids.bounds import BIGINT_MAX
 from sa_redis_ids.errors import ConfigError
+from sa_redis_ids.generators.aio import AsyncIdGenerator
 from sa_redis_ids.generators.base import IdGenerator
 
 INTEGER_BITS = {"TINYINT": 8, "SMALLINT": 16, "MEDIUMINT": 24, "INTEGER": 32, "BIGINT": 64}
@@ -184,7 +185,7 @@ def what_fits(generator: IdGenerator[Any]) -> str:
 
 
 def check_column(
-    generator: IdGenerator[Any],
+    generator: IdGenerator[Any] | AsyncIdGenerator[Any],
     column: Any,
     dialect: Dialect | str | None = None,
     *,
@@ -193,8 +194,11 @@ def check_column(
     """Raise :class:`ConfigError` unless ``column`` holds every value ``generator`` can produce.
 
     ``dialect`` ``None`` is the mapping-time check: widths that depend on the dialect are skipped.
-    ``owner`` names the mapped attribute (``"Order.id"``) for the message.
+    ``owner`` names the mapped attribute (``"Order.id"``) for the message. An ``AsyncIdGenerator``
+    is judged by the generator it wraps.
     """
+    if isinstance(generator, AsyncIdGenerator):
+        generator = generator.generator
     found = holds(column.type, dialect)
     problem = _problem(generator, found)
     if problem is None:
