@@ -636,23 +636,18 @@ def day_source(generator: Any) -> tuple[Callable[[int], Segment[Any]], Callable[
 
     Each block says the Redis time it was taken at and the UTC ms its day ends, so its lifetime is
     ``day_end_ms − redis_now_ms − 1`` ms (Redis ``TIME`` is truncated to the ms: it may have been
-    1 ms later): the buffer drops it at the day change by its own clock, without asking Redis again. The clock is ``time.monotonic()`` plus the generator's test offset
-    (:func:`sa_redis_ids.testing.shift_time`), so a test that moves Redis time past midnight moves
-    the buffer's deadline check with it.
+    1 ms later): the buffer drops it at the day change by its own clock, without asking Redis
+    again. The clock is the generator's Redis clock (``time.monotonic()`` unless a test moved it
+    with :func:`sa_redis_ids.testing.shift_time`), so moving Redis time past midnight moves the
+    buffer's deadline check with it.
     """
-    day_clock = generator.clock
-    monotonic = time.monotonic
-
-    def clock() -> float:
-        offset: int = day_clock.offset_ms
-        return monotonic() + offset * 0.001 if offset else monotonic()
 
     def fetch(n: int) -> Segment[Any]:
         block = generator._take_block(n)
         lifetime = (block.day_end_ms - block.redis_now_ms - 1) / 1000
         return Segment(block.values, lifetime=lifetime, period_end=block.day_end_ms)
 
-    return fetch, clock
+    return fetch, generator.redis_clock.monotonic
 
 
 class BufferedGenerator(IdGenerator[V]):

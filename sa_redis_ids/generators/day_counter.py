@@ -186,7 +186,6 @@ class DatedGenerator(IdGenerator[V]):
                     n,
                     claim,
                     str(limit),
-                    self.clock.offset_ms,
                     floor,
                     self.storage,
                     self.grace_ms,

@@ -7,8 +7,8 @@ day whose boundaries hold it; if the Redis time is outside the window, the scrip
 time it read, the window is rebuilt around that time and the call is repeated. DST-correct
 because every boundary comes from ``zoneinfo``.
 
-Test seam: ``offset_ms`` is added to Redis ``TIME`` inside the script. Production never sets it;
-tests use :func:`sa_redis_ids.testing.shift_time` to cross midnight on purpose.
+Tests cross midnight by moving the node set's :class:`~sa_redis_ids.redis.nodes.RedisClock`
+(:func:`sa_redis_ids.testing.shift_time`); no script takes a time argument.
 """
 
 from __future__ import annotations
@@ -66,7 +66,6 @@ class DayClock:
     def __init__(self, tz: str, *, now: Callable[[], float] = time.time):
         self.tz_name = tz
         self.tz = zone(tz)
-        self.offset_ms = 0
         self._now = now
         self._lock = threading.Lock()
         self._days: list[date] = []

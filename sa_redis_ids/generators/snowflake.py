@@ -216,13 +216,6 @@ def check_shard(shard: object, layout: SnowflakeLayout) -> int:
     return shard
 
 
-class SnowflakeClock:
-    """The generator's Redis time source. ``offset_ms`` is a test seam (see sa_redis_ids.testing)."""
-
-    def __init__(self) -> None:
-        self.offset_ms = 0
-
-
 class SnowflakeGenerator(IdGenerator[int]):
     """Time-ordered IDs with a shard and a sequence, decodable with :meth:`parse`."""
 
@@ -255,7 +248,6 @@ class SnowflakeGenerator(IdGenerator[int]):
             )
         self.headroom = self.tolerance_ms if headroom is None else headroom
         """Milliseconds a lost or rewound state resumes after the later of the guard and the clock."""
-        self.clock = SnowflakeClock()
         self.state_key = self.keys.key(self.strategy)
         self._check_time_span(int(now() * 1000))
         self._check_nodes(len(nodes))
@@ -349,7 +341,6 @@ class SnowflakeGenerator(IdGenerator[int]):
                     layout.max_ms,
                     slots,
                     self.tolerance_ms,
-                    self.clock.offset_ms,
                     guard[0],
                     guard[1],
                     state,

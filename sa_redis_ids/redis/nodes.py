@@ -128,6 +128,26 @@ def _hash_tag(key: Any) -> str | None:
     return text[start + 1 : end] if 0 <= start < end else None
 
 
+class RedisClock:
+    """How far the Redis clock the scripts of a set of nodes see is moved from Redis ``TIME``.
+
+    Always 0 in production. A test moves it (:func:`sa_redis_ids.testing.shift_time`) to cross
+    midnight or step the clock back without touching the server: scripts then run in a variant
+    whose time function adds :attr:`shift_ms`, and Python code that predicts Redis time (day
+    windows, buffer deadlines) reads :meth:`monotonic`.
+    """
+
+    __slots__ = ("shift_ms",)
+
+    def __init__(self) -> None:
+        self.shift_ms = 0
+
+    def monotonic(self) -> float:
+        """``time.monotonic()`` moved by the shift, in seconds."""
+        shift = self.shift_ms
+        return time.monotonic() + shift * 0.001 if shift else time.monotonic()
+
+
 class Node:
     """One independent Redis deployment (a server, a Sentinel service or a whole cluster) and its
     position in the set.
@@ -147,8 +167,11 @@ class Node:
         replicas: int = 0,
         replica_timeout: float = DEFAULT_REPLICA_TIMEOUT,
         strict: bool = False,
+        clock: RedisClock | None = None,
     ):
         self.client = client
+        self.clock = RedisClock() if clock is None else clock
+        """The (test-movable) Redis clock the node's scripts see, shared by a node set."""
         self.index = index
         self.count = count
         self._name = name
@@ -187,14 +210,17 @@ class Node:
         return self._name
 
     def script(self, name: str) -> Script:
-        """The registered script ``lua/<name>.lua`` for this node's client (registered once)."""
-        found = self._scripts.get(name)
+        """The registered script ``name`` for this node's client (registered once; see
+        :func:`~sa_redis_ids.redis.scripts.script_source` for names of a user's own scripts)."""
+        shift = self.clock.shift_ms
+        key = name if not shift else f"{name}@{shift}"
+        found = self._scripts.get(key)
         if found is None:
             with self._lock:
-                found = self._scripts.get(name)
+                found = self._scripts.get(key)
                 if found is None:
-                    found = self.client.register_script(script_source(name))
-                    self._scripts[name] = found
+                    found = self.client.register_script(script_source(name, shift))
+                    self._scripts[key] = found
         return found
 
     def run(self, name: str, keys: Sequence[Any], args: Sequence[Any]) -> Any:
@@ -323,6 +349,8 @@ class NodeSet:
         if not clients:
             raise ValueError("at least one Redis client is needed")
         count = len(clients)
+        self.clock = RedisClock()
+        """The Redis clock every node of the set shows its scripts (moved by tests only)."""
         self.nodes = [
             Node(
                 client,
@@ -332,9 +360,12 @@ class NodeSet:
                 replicas=replicas,
                 replica_timeout=replica_timeout,
                 strict=strict,
+                clock=self.clock,
             )
             for i, client in enumerate(clients)
         ]
+        if len({node.asynchronous for node in self.nodes}) > 1:
+            raise ConfigError("the Redis clients mix redis.asyncio and sync ones; use one kind")
         self.retry_after = retry_after
         timeouts = [socket_timeout_of(node.client) for node in self.nodes]
         known = [timeout for timeout in timeouts if timeout is not None]
