@@ -43,15 +43,15 @@ class DailyCodeParts:
 def check_code_prefix(prefix: object) -> str:
     """Validate a code prefix: 1–20 of ``[A-Za-z0-9_-]``, else :class:`ConfigError`."""
     if not isinstance(prefix, str):
-        raise ConfigError(f"prefix must be a str, not {type(prefix).__name__}")
+        raise ConfigError(f"code_prefix must be a str, not {type(prefix).__name__}")
     if not prefix:
-        raise ConfigError("prefix must not be empty; use 1 to 20 of A-Z a-z 0-9 _ -")
+        raise ConfigError("code_prefix must not be empty; use 1 to 20 of A-Z a-z 0-9 _ -")
     if len(prefix) > MAX_PREFIX_LENGTH:
         raise ConfigError(
-            f"prefix={prefix!r} is {len(prefix)} characters long; at most {MAX_PREFIX_LENGTH} fit"
+            f"code_prefix={prefix!r} is {len(prefix)} characters long; at most {MAX_PREFIX_LENGTH} fit"
         )
     if not _PREFIX.fullmatch(prefix):
-        raise ConfigError(f"prefix={prefix!r} may only hold A-Z a-z 0-9 _ and -")
+        raise ConfigError(f"code_prefix={prefix!r} may only hold A-Z a-z 0-9 _ and -")
     return prefix
 
 

@@ -47,23 +47,24 @@ STRATEGY_IDS = [s.name for s in STRATEGIES]
 
 
 class RoundTrips:
-    """Counts Redis round trips per namespace by wrapping the node set's ``call`` and ``each``."""
+    """Counts Redis round trips per namespace by wrapping the node set's entry points: every
+    call of a generator goes through ``call_plan`` (the sync ``call`` too), and the calls on
+    every node through ``each`` or ``each_plan``."""
 
     def __init__(self, ids: RedisIds):
         self.counts: Counter[str] = Counter()
         nodes = ids.nodes
-        call, each = nodes.call, nodes.each
 
-        def counted_call(namespace: str, action: Callable[[Any], Any]) -> Any:
-            self.counts[namespace] += 1
-            return call(namespace, action)
+        def counted(entry: Callable[[str, Callable[[Any], Any]], Any]) -> Any:
+            def wrapper(namespace: str, action: Callable[[Any], Any]) -> Any:
+                self.counts[namespace] += 1
+                return entry(namespace, action)
 
-        def counted_each(namespace: str, action: Callable[[Any], Any]) -> Any:
-            self.counts[namespace] += 1
-            return each(namespace, action)
+            return wrapper
 
-        nodes.call = counted_call  # type: ignore[method-assign]
-        nodes.each = counted_each  # type: ignore[method-assign]
+        nodes.call_plan = counted(nodes.call_plan)  # type: ignore[method-assign]
+        nodes.each = counted(nodes.each)  # type: ignore[method-assign]
+        nodes.each_plan = counted(nodes.each_plan)  # type: ignore[method-assign]
 
     def take(self) -> dict[str, int]:
         """The counts since the last ``take()``, then reset."""
