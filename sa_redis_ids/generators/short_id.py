@@ -207,6 +207,8 @@ class ShortIdGenerator(IdGenerator[int]):
         """Per node: the bitmap generation this process last saw (changes at every heal)."""
         self._missed = [False for _ in nodes.nodes]
         """Per node: a take recorded positions after the last heal's snapshot of them."""
+        self._heals = [0 for _ in nodes.nodes]
+        """Per node: how many heals of this process took their snapshot of its positions."""
         self._calls = [self._call_for(node) for node in nodes.nodes]
         """Per node: what every script call sends that never changes, computed once."""
 
@@ -274,6 +276,7 @@ class ShortIdGenerator(IdGenerator[int]):
         generations = self._generations
         for _ in range(HEAL_ATTEMPTS):
             generation_sent = generations[index]
+            heals = self._heals[index]
             reply = yield Run(
                 node,
                 "short_id",
@@ -305,7 +308,7 @@ class ShortIdGenerator(IdGenerator[int]):
             positions = [int(bit) for bit in reply_text(text).split(",")]
             with high.records:
                 self._taken[index].add(positions)
-                if generations[index] == generation_sent:
+                if self._heals[index] == heals:  # the node's generation, seen with these
                     generations[index] = reply_text(generation)
                 else:  # a heal ran meanwhile and may have missed these: heal again next call
                     generations[index] = STALE
@@ -340,6 +343,7 @@ class ShortIdGenerator(IdGenerator[int]):
             yield from self._read_floor(node, known)
         with self.high.records:  # takes recorded after this are healed by the next heal
             known.absorb(self._taken[index])
+            self._heals[index] += 1
             self._generations[index] = STALE
             self._missed[index] = False
         guard = str(self.high.mark(index) or 0)
