@@ -25,8 +25,9 @@ from sa_redis_ids.generators.aio import AsyncIdGenerator
 from sa_redis_ids.generators.daily_code import DailyCodeGenerator
 from sa_redis_ids.generators.date_prefixed import DatePrefixedGenerator
 from sa_redis_ids.generators.day_counter import DAY_INIT_LOCK_TTL, DatedGenerator
-from sa_redis_ids.generators.day_window import local_day
+from sa_redis_ids.generators.day_window import day_start_ms, local_day
 from sa_redis_ids.redis.nodes import Node, NodeSet
+from sa_redis_ids.redis.plans import run_plan_async
 from sa_redis_ids.testing import redis_time_ms, shift_time
 from tests.support.services import REDIS_URL
 
@@ -315,6 +316,23 @@ def test_redlock_async_with_on_asyncio_clients(aio: AioBackend) -> None:
             assert not first.held and aio.sync.get(first.key) is None
             async with Redlock(nodes, "aio-lock", prefix=aio.prefix, ttl=5) as later:
                 assert later.fencing_token > lease.fencing_token
+        finally:
+            await client.aclose()
+
+    run(main)
+
+
+def test_take_block_plan_answers_a_dated_block_on_the_asyncio_driver(aio: AioBackend) -> None:
+    async def main() -> None:
+        client = await aio.connect()
+        try:
+            gen = build("date_prefixed", client, aio.prefix)
+            with shifted(gen, aio.sync, shift_for(gen, aio.sync, FRESH_DAY, time(12))):
+                block = await run_plan_async(gen.generator._take_block_plan(5))  # type: ignore[attr-defined]
+            assert block.day == FRESH_DAY and len(block.values) == 5
+            check(gen, block.values, {FRESH_DAY})
+            assert block.day_end_ms == day_start_ms(FRESH_DAY + timedelta(days=1), gen.clock.tz)
+            assert 0 < block.day_end_ms - block.redis_now_ms <= 12 * 3_600_000 + 1_000
         finally:
             await client.aclose()
 
