@@ -28,6 +28,12 @@ drops the blocks of days a purge retired, including one still in flight.
 Gaps: values still buffered when a process exits (or that expire, or that a forked child drops) are
 never issued by anyone: they become gaps in the sequence, never duplicates.
 
+Asyncio: :class:`AsyncSegmentBuffer` follows the same rules on an event loop (the state and its
+bookkeeping are shared, :class:`_SegmentState`): a fetch is a plan (see :mod:`sa_redis_ids.redis.plans`)
+awaited by an ``asyncio`` task, the tasks that find the buffer dry await the one fetch in flight, and
+no thread is involved. :func:`asyncio_buffer` gives one to a buffered generator on ``redis.asyncio``
+clients, with the options of its thread buffer.
+
 Fork safety: after ``os.fork()`` a child drops every buffer it inherited (its parent keeps handing
 those values out) and starts with no fetch in flight, as happens under gunicorn ``--preload`` or
 ``multiprocessing`` with the ``fork`` start method.
@@ -802,7 +808,7 @@ class AsyncSegmentBuffer(_SegmentState[V]):
     def _spawn(self, size: int, *, background: bool) -> asyncio.Task[BaseException | None]:
         """Start the fetch claimed (``_fetching``) as the task in flight."""
         task = asyncio.get_running_loop().create_task(
-            self._fetch_task(size, background), name=f"sa_redis_ids-prefetch-{self.namespace}"
+            self._fetch_task(size, background), name=f"sa_redis_ids-fetch-{self.namespace}"
         )
         self._task = task
         return task

@@ -10,6 +10,8 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import Awaitable, Callable, Iterator
+from datetime import date
+from types import SimpleNamespace
 from typing import Any
 
 import fakeredis
@@ -18,10 +20,11 @@ import redis
 import redis.asyncio
 
 from sa_redis_ids import Buffering, RedisUnavailable
-from sa_redis_ids.buffering import AsyncSegmentBuffer, BufferStats, Segment
+from sa_redis_ids.buffering import AsyncSegmentBuffer, BufferStats, Segment, day_plan_source
 from sa_redis_ids.generators.aio import AsyncIdGenerator
+from sa_redis_ids.generators.day_counter import DatedBlock
 from sa_redis_ids.generators.sequence import SequenceGenerator
-from sa_redis_ids.redis.nodes import NodeSet
+from sa_redis_ids.redis.nodes import NodeSet, RedisClock
 from sa_redis_ids.redis.plans import Effect, Plan
 from tests.support.services import REDIS_URL, missing
 from tests.support.uniqueness import duplicates
@@ -385,5 +388,54 @@ def test_block_size_doubles_when_fast_and_halves_when_slow() -> None:
         assert await sizes(3, 0.5) == [25, 25, 25]
         values = await buffer.next_ids(5000)
         assert values == sorted(set(values)) and len(values) == 5000
+
+    asyncio.run(scenario())
+
+
+def test_a_days_block_expires_before_its_day_ends_by_the_redis_clock() -> None:
+    """:func:`day_plan_source` over a date-keyed generator's ``_take_block_plan``."""
+    clock = FakeClock()
+    counter = iter(range(1, 10_000))
+
+    def take_block_plan(n: int) -> Plan[DatedBlock[int]]:  # Redis read 0 ms: maybe 0.999 ms
+        values = [next(counter) for _ in range(n)]
+        return DatedBlock(date(2026, 11, 22), values, redis_now_ms=0, day_end_ms=1000)
+        yield  # pragma: no cover - makes this function a plan
+
+    generator = SimpleNamespace(redis_clock=RedisClock(), _take_block_plan=take_block_plan)
+    fetch, _ = day_plan_source(generator)
+    options = Buffering(10, prefetch=None).resolved(10**9)
+    buffer: AsyncSegmentBuffer[int] = AsyncSegmentBuffer(fetch, options, clock=clock, expiring=True)
+
+    async def scenario() -> None:
+        assert await buffer.next_id() == 1
+        clock.now += 0.999
+        assert await buffer.next_id() == 11, "dropped by 0.999 s after the request was sent"
+
+    asyncio.run(scenario())
+    assert buffer.stats().ids_dropped == 9
+
+
+def test_a_block_of_a_retired_period_in_flight_is_dropped_when_it_lands() -> None:
+    gate = asyncio.Event()
+    taken = [0]
+
+    def fetch(n: int) -> Plan[Segment[int]]:
+        first = taken[0] + 1
+        taken[0] += n
+        if first > 1:  # taken from the source now, lands after the period is retired
+            yield Gate(gate)
+        return Segment(range(first, first + n), lifetime=1e6, period_end=1000)
+
+    options = Buffering(10, max_block=10).resolved(10**9)
+    buffer: AsyncSegmentBuffer[int] = AsyncSegmentBuffer(fetch, options, expiring=True)
+
+    async def scenario() -> None:
+        assert [await buffer.next_id(), await buffer.next_id()] == [1, 2]  # past the prefetch point
+        await until(lambda: taken[0] == 20)  # the prefetch waits at the gate
+        assert buffer.end_periods(1000) == 8
+        gate.set()
+        await buffer.settle()
+        assert buffer.stats().ids_left == 0, "the block 11..20 of the retired period was dropped"
 
     asyncio.run(scenario())
