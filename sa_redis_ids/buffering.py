@@ -596,14 +596,18 @@ class SegmentBuffer(_SegmentState[V]):
         prefetch = 0
         waited = False
         out: list[V] = []
+        step = _DONE
         with self._lock:
             try:
-                self._expire()
-                while True:
+                if self.expiring and self._clock() >= self._deadline:
+                    self._drop_current()
+                out.extend(islice(self._it, n))  # all of them, mostly: no call below
+                while len(out) < n:
                     step, prefetch = self._gather(out, n, prefetch, True)
-                    if step != _REFILL:
+                    if step == _DIRECT:
                         break
-                    waited = self._refill() or waited
+                    if step == _REFILL:
+                        waited = self._refill() or waited
             except BaseException:
                 self._count_dropped(len(out))
                 raise
