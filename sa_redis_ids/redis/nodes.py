@@ -193,6 +193,8 @@ class Node:
         self._checked = False
         self._refusal: str | None = None
         self._first_use_lock: asyncio.Lock | None = None
+        self._loaded: set[str] = set()
+        """Digests of the scripts loaded on this asyncio node."""
         self.asynchronous = is_async_client(client)
         """Whether the client is a ``redis.asyncio`` one (run by the asyncio driver)."""
         if self.asynchronous and self.replicas and hasattr(client, "get_primaries"):
@@ -255,8 +257,11 @@ class Node:
         """:meth:`run` on a ``redis.asyncio`` client."""
         if not self._checked:
             await self.first_use_async(_hash_tag(keys[0]) if keys else None)
+        script = self.script(name)
+        if script.sha not in self._loaded:
+            await self._load_async(script)
         if not self.replicas:
-            return await self.script(name)(keys=keys, args=args)
+            return await script(keys=keys, args=args)
         reply, acknowledged = await run_acknowledged_async(
             self.client,
             self.script(name),
@@ -266,6 +271,15 @@ class Node:
             timeout_ms=self._wait_ms,
         )
         return self._acknowledged(reply, acknowledged, keys)
+
+    async def _load_async(self, script: Any) -> None:
+        """Load ``script`` once before its first call: redis-py's asyncio cluster client can fail
+        when several tasks answer the same ``NOSCRIPT`` at once."""
+        assert self._first_use_lock is not None  # made by first_use_async
+        async with self._first_use_lock:
+            if script.sha not in self._loaded:
+                await self.client.script_load(script.script)
+                self._loaded.add(script.sha)
 
     def _acknowledged(self, reply: Any, acknowledged: int, keys: Sequence[Any]) -> Any:
         """``reply``, unless fewer than ``replicas`` replicas acknowledged its write."""
