@@ -1,8 +1,10 @@
 """ORM insert throughput per strategy against an autoincrement table, SQLite and PostgreSQL in one run.
 
 ``python -m benchmarks.orm_insert [--rows 20000] [--redis-url URL] [--db-url URL ...]`` (also
-``sa-redis-ids bench orm``) inserts ``rows`` rows into one table per strategy present and into an
-autoincrement table, on each database, through two paths:
+``sa-redis-ids bench orm``) inserts ``rows`` rows into one table per strategy present, into an
+autoincrement table and into a UUIDv7 table (a ``Uuid`` primary key filled in Python by
+``uuid_utils.uuid7()``, when uuid-utils is installed: a peer that needs no Redis), on each database,
+through two paths:
 
 - ``add_all``: ``session.add_all(objects)`` + ``commit()`` (one flush: the IDs of all objects are
   reserved with one ``next_ids(n)``);
@@ -11,10 +13,12 @@ autoincrement table, on each database, through two paths:
 
 Each (database, path, table) is measured ``--repeat`` times, interleaved with the others, and the
 best time is kept (the machine is shared; the best run is the least disturbed one). It prints rows/s,
-the ratio of time to the autoincrement table (1.00 = as fast, lower is faster) and the Redis round
-trips counted per flush/statement, checks the issue's targets, and writes JSON to
-``benchmarks/results/``. Without ``--db-url``: a SQLite file plus the PostgreSQL at
-``$SA_REDIS_IDS_BENCH_PG_URL`` (default the local test server) when it answers. Tables get a fresh
+the ratio of time to the autoincrement table (1.00 = as fast, lower is faster), the Redis round
+trips counted per flush/statement and, on PostgreSQL, each table's size after the insert
+(``pg_total_relation_size``, ``pg_relation_size``, ``pg_indexes_size``), checks the targets, and
+writes JSON to ``benchmarks/results/``. Without ``--db-url``: a SQLite file plus the PostgreSQL at
+``$SA_REDIS_IDS_BENCH_PG_URL`` (default the local test server; a plain ``postgresql://`` URL
+is read with psycopg) when it answers. Tables get a fresh
 name and are dropped at the end; Redis keys live under a fresh prefix and are deleted at the end.
 """
 
@@ -32,7 +36,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import BigInteger, Integer, String, create_engine, insert, text
+from sqlalchemy import BigInteger, Integer, String, Uuid, create_engine, insert, text
 from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.orm import DeclarativeBase, Session, mapped_column
 
@@ -45,8 +49,12 @@ from benchmarks.report import (
     table,
     write_json,
 )
-from sa_redis_ids import RedisIds, redis_id_column
-from sa_redis_ids.generators.base import IdGenerator
+from sa_redis_ids import IdGenerator, RedisIds, redis_id_column
+
+try:
+    import uuid_utils
+except ImportError:  # the UUIDv7 peer needs the bench extra
+    uuid_utils = None
 
 URL_ENV = "SA_REDIS_IDS_URL"
 PG_ENV = "SA_REDIS_IDS_BENCH_PG_URL"
@@ -62,8 +70,10 @@ STRATEGIES: dict[str, dict[str, Any]] = {
 }
 PATHS = ("add_all", "executemany")
 AUTOINCREMENT = "autoincrement"
+UUID7 = "uuid7"
+"""The UUIDv7 primary key table: a peer, measured like the strategies but with no targets."""
 
-#: The issue's targets: time ratio to autoincrement per database (other databases: no target).
+#: The targets: time ratio to autoincrement per database (other databases: no target).
 RATIO_TARGETS = {"sqlite": 1.0, "postgresql": 1.05}
 
 
@@ -82,26 +92,38 @@ class Measured:
     round_trips: float | None
     """Redis round trips per flush (``add_all``) or per statement (``executemany``)."""
     runs: list[float]
+    total_bytes: int | None = None
+    """PostgreSQL only: ``pg_total_relation_size`` after the insert (table, indexes, TOAST)."""
+    table_bytes: int | None = None
+    """PostgreSQL only: ``pg_relation_size`` (the table's main fork)."""
+    index_bytes: int | None = None
+    """PostgreSQL only: ``pg_indexes_size`` (here the primary key's index)."""
+
+
+def uuid7() -> uuid.UUID:
+    """A UUIDv7 from uuid-utils as the standard library's ``uuid.UUID`` (what ``Uuid`` takes)."""
+    assert uuid_utils is not None
+    return uuid.UUID(bytes=uuid_utils.uuid7().bytes)
 
 
 class _Counter:
-    """Counts Redis round trips by wrapping the node set's ``call`` and ``each``."""
+    """Counts Redis round trips by wrapping the node set's entry points: every generator call
+    goes through ``call_plan``, calls on every node through ``each`` or ``each_plan``."""
 
     def __init__(self, ids: RedisIds):
         self.count = 0
         nodes = ids.nodes
-        call, each = nodes.call, nodes.each
 
-        def counted_call(namespace: str, action: Callable[[Any], Any]) -> Any:
-            self.count += 1
-            return call(namespace, action)
+        def counted(entry: Callable[[str, Callable[[Any], Any]], Any]) -> Any:
+            def wrapper(namespace: str, action: Callable[[Any], Any]) -> Any:
+                self.count += 1
+                return entry(namespace, action)
 
-        def counted_each(namespace: str, action: Callable[[Any], Any]) -> Any:
-            self.count += 1
-            return each(namespace, action)
+            return wrapper
 
-        nodes.call = counted_call  # type: ignore[method-assign]
-        nodes.each = counted_each  # type: ignore[method-assign]
+        nodes.call_plan = counted(nodes.call_plan)  # type: ignore[method-assign]
+        nodes.each = counted(nodes.each)  # type: ignore[method-assign]
+        nodes.each_plan = counted(nodes.each_plan)  # type: ignore[method-assign]
 
 
 def _models(ids: RedisIds, names: Sequence[str], tag: str) -> tuple[Any, dict[str, Any]]:
@@ -128,7 +150,39 @@ def _models(ids: RedisIds, names: Sequence[str], tag: str) -> tuple[Any, dict[st
         generator: IdGenerator[Any] = getattr(ids, name)(f"bench_{name}", **STRATEGIES[name])
         body = columns(f"bench_{tag}_{name}", redis_id_column(generator))
         models[name] = type(f"Bench_{name}", (Base,), body)
+    if uuid_utils is not None:
+        column = mapped_column(Uuid(), primary_key=True, default=uuid7)
+        models[UUID7] = type("BenchUuid7", (Base,), columns(f"bench_{tag}_{UUID7}", column))
     return Base, models
+
+
+def _sizes(engine: Engine, model: Any) -> dict[str, int | None]:
+    """A PostgreSQL table's size with its indexes, of the table alone and of its indexes."""
+    if engine.dialect.name != "postgresql":
+        return {"total_bytes": None, "table_bytes": None, "index_bytes": None}
+    query = text(
+        "SELECT pg_total_relation_size(CAST(:t AS regclass)), "
+        "pg_relation_size(CAST(:t AS regclass)), pg_indexes_size(CAST(:t AS regclass))"
+    )
+    with engine.connect() as conn:
+        total, heap, indexes = conn.execute(query, {"t": model.__tablename__}).one()
+    return {"total_bytes": int(total), "table_bytes": int(heap), "index_bytes": int(indexes)}
+
+
+def _server_version(engine: Engine) -> str | None:
+    if engine.dialect.name != "postgresql":
+        return None
+    with engine.connect() as conn:
+        found = conn.execute(text("SHOW server_version")).scalar()
+    return str(found).split()[0] if found else None
+
+
+def _sqlalchemy_pg(url: str) -> str:
+    """``postgresql://`` (libpq form, psycopg2 to SQLAlchemy) read with psycopg instead."""
+    parsed = make_url(url)
+    if parsed.drivername in ("postgresql", "postgres"):
+        parsed = parsed.set(drivername="postgresql+psycopg")
+    return parsed.render_as_string(hide_password=False)
 
 
 def _clear(engine: Engine, model: Any) -> None:
@@ -157,7 +211,7 @@ def _database_urls(given: Sequence[str] | None, workdir: Path) -> list[str]:
     if given:
         return list(given)
     urls = [f"sqlite:///{workdir / 'orm_insert.sqlite3'}"]
-    pg = os.environ.get(PG_ENV, DEFAULT_PG_URL)
+    pg = _sqlalchemy_pg(os.environ.get(PG_ENV, DEFAULT_PG_URL))
     try:
         probe = create_engine(pg)
         with probe.connect():
@@ -196,10 +250,12 @@ def run(
     urls = _database_urls(db_urls, workdir)
     progress = Progress(len(urls) * len(PATHS) * repeat * len(models), quiet=quiet)
     measured: list[Measured] = []
+    pg_version: str | None = None
     try:
         for url in urls:
             engine = create_engine(url)
             database = engine.dialect.name
+            pg_version = pg_version or _server_version(engine)
             base.metadata.drop_all(engine)
             base.metadata.create_all(engine)
             try:
@@ -216,6 +272,7 @@ def run(
                     auto = min(runs[AUTOINCREMENT])
                     for name, seconds in runs.items():
                         best = min(seconds)
+                        redis_backed = name not in (AUTOINCREMENT, UUID7)
                         measured.append(
                             Measured(
                                 database=database,
@@ -225,8 +282,9 @@ def run(
                                 seconds=best,
                                 rows_per_s=rows / best,
                                 ratio=None if name == AUTOINCREMENT else best / auto,
-                                round_trips=None if name == AUTOINCREMENT else trips[name] / repeat,
+                                round_trips=trips[name] / repeat if redis_backed else None,
                                 runs=seconds,
+                                **_sizes(engine, models[name]),  # the last insert of this path
                             )
                         )
             finally:
@@ -237,6 +295,9 @@ def run(
         base.registry.dispose()
         _delete_keys(ids, prefix)
         ids.close()
+    found_machine = machine(redis_info)
+    if pg_version:
+        found_machine["postgresql_server"] = pg_version
     return {
         "benchmark": "orm_insert",
         "rows": rows,
@@ -244,9 +305,10 @@ def run(
         "redis": ids.nodes.nodes[0].name,
         "redis_prefix": prefix,
         "databases": [make_url(u).render_as_string(hide_password=True) for u in urls],
-        "machine": machine(redis_info),
+        "machine": found_machine,
         "results": [asdict(m) for m in measured],
         "targets": targets(measured),
+        "uuid7": "measured" if UUID7 in models else "not available: pip install uuid-utils",
     }
 
 
@@ -257,10 +319,11 @@ def _delete_keys(ids: RedisIds, prefix: str) -> None:
 
 
 def targets(measured: Sequence[Measured]) -> list[dict[str, Any]]:
-    """Each strategy's ratio against its database's target, and one round trip per flush."""
+    """Each strategy's ratio against its database's target, and one round trip per flush (the
+    autoincrement and UUIDv7 tables are the references: no targets)."""
     found: list[dict[str, Any]] = []
     for m in measured:
-        if m.table == AUTOINCREMENT:
+        if m.table in (AUTOINCREMENT, UUID7):
             continue
         limit = RATIO_TARGETS.get(m.database)
         if limit is not None and m.ratio is not None:
@@ -281,7 +344,21 @@ def targets(measured: Sequence[Measured]) -> list[dict[str, Any]]:
     return found
 
 
-HEADERS = ["database", "path", "table", "rows/s", "× autoincrement (time)", "round trips/flush"]
+HEADERS = [
+    "database",
+    "path",
+    "table",
+    "rows/s",
+    "× autoincrement (time)",
+    "round trips/flush",
+    "total KiB",
+    "table KiB",
+    "index KiB",
+]
+
+
+def _kib(value: int | None) -> object:
+    return "-" if value is None else round(value / 1024)
 
 
 def render(result: dict[str, Any], *, markdown: bool = False) -> str:
@@ -295,6 +372,9 @@ def render(result: dict[str, Any], *, markdown: bool = False) -> str:
             round(r["rows_per_s"]),
             "-" if r["ratio"] is None else f"{r['ratio']:.2f}",
             "-" if r["round_trips"] is None else r["round_trips"],
+            _kib(r.get("total_bytes")),
+            _kib(r.get("table_bytes")),
+            _kib(r.get("index_bytes")),
         ]
         for r in result["results"]
     ]

@@ -175,10 +175,12 @@ def describe_machine(found: dict[str, Any]) -> str:
     load = found.get("load_average")
     load_text = f", load {load[0]:.2f}" if load else ""
     server = found.get("redis_server") or "embedded fakeredis"
+    postgres = found.get("postgresql_server")
+    postgres_text = f", PostgreSQL {postgres}" if postgres else ""
     return (
         f"{found['cpu']}, {found['cores']} cores, {found.get('memory_gb')} GB, {found['os']}, "
         f"{found['implementation']} {found['python']}, redis-py {found['redis_py']}, "
-        f"Redis {server}{load_text}"
+        f"Redis {server}{postgres_text}{load_text}"
     )
 
 
@@ -215,6 +217,8 @@ def _cell(value: object) -> str:
             return f"{value:,.0f}"
         if value >= 10:
             return f"{value:.1f}"
+        if 0 < abs(value) < 0.1:
+            return f"{value:.2g}"
         return f"{value:.2f}"
     if isinstance(value, int):
         return f"{value:,}"

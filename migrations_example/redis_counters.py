@@ -16,8 +16,8 @@ from typing import Any
 import example_models
 from alembic import context, op
 
-from sa_redis_ids.maintenance.reseed import reseed_from_table
 from sa_redis_ids.generators.base import IdGenerator
+from sa_redis_ids.maintenance.reseed import reseed_from_table
 
 log = logging.getLogger("alembic.sa_redis_ids")
 

@@ -28,6 +28,12 @@ drops the blocks of days a purge retired, including one still in flight.
 Gaps: values still buffered when a process exits (or that expire, or that a forked child drops) are
 never issued by anyone: they become gaps in the sequence, never duplicates.
 
+Asyncio: :class:`AsyncSegmentBuffer` follows the same rules on an event loop (the state and its
+bookkeeping are shared, :class:`_SegmentState`): a fetch is a plan (see :mod:`sa_redis_ids.redis.plans`)
+awaited by an ``asyncio`` task, the tasks that find the buffer dry await the one fetch in flight, and
+no thread is involved. :func:`asyncio_buffer` gives one to a buffered generator on ``redis.asyncio``
+clients, with the options of its thread buffer.
+
 Fork safety: after ``os.fork()`` a child drops every buffer it inherited (its parent keeps handing
 those values out) and starts with no fetch in flight, as happens under gunicorn ``--preload`` or
 ``multiprocessing`` with the ``fork`` start method.
@@ -35,6 +41,7 @@ those values out) and starts with no fetch in flight, as happens under gunicorn 
 
 from __future__ import annotations
 
+import asyncio
 import math
 import os
 import sys
@@ -42,6 +49,7 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field, replace
 from itertools import islice
 from operator import length_hint
@@ -49,6 +57,7 @@ from typing import Any, Generic
 
 from sa_redis_ids.errors import ConfigError, SequenceExhausted
 from sa_redis_ids.generators.base import IdGenerator, V, check_count
+from sa_redis_ids.redis.plans import Plan, now, run_plan, run_plan_async
 from sa_redis_ids.validation import check_int_option, check_seconds, check_share
 
 DEFAULT_PREFETCH = 0.1
@@ -212,10 +221,285 @@ class BufferStats:
 _EMPTY: Iterator[Any] = iter(())
 GIL: bool = getattr(sys, "_is_gil_enabled", lambda: True)()
 """False on a free-threaded CPython build, where every draw takes the lock."""
-_LIVE: weakref.WeakSet[SegmentBuffer[Any]] = weakref.WeakSet()
+_LIVE: weakref.WeakSet[_SegmentState[Any]] = weakref.WeakSet()
+
+_DONE, _DIRECT, _REFILL = 0, 1, 2
+"""What :meth:`_SegmentState._gather` found: the values are taken; a block or more is missing (fetch
+it directly); the current segment is used up (refill, then gather again)."""
 
 
-class SegmentBuffer(Generic[V]):
+class _SegmentState(Generic[V]):
+    """The bookkeeping both buffers share: segments, the prefetch claim, block-size adaptation,
+    deadlines and periods, drops and statistics. No I/O and no waiting happen here.
+
+    :class:`SegmentBuffer` calls these methods with its lock held (``_guard`` is that lock);
+    :class:`AsyncSegmentBuffer` calls them between two ``await`` (one event loop: no lock,
+    ``_guard`` does nothing). Each buffer adds only how it waits: a condition and a prefetch thread,
+    or a task other tasks await. A fetch is the plan :meth:`_fetch_plan` over the buffer's
+    ``_source(n)``, run by :func:`~sa_redis_ids.redis.plans.run_plan` or ``run_plan_async``.
+    """
+
+    _guard: AbstractContextManager[Any]
+
+    def __init__(
+        self,
+        options: Buffering,
+        *,
+        namespace: str | None,
+        clock: Callable[[], float] | None,
+        expiring: bool,
+    ):
+        self.options = options
+        self.namespace = namespace
+        self._clock = options.clock or clock or time.monotonic
+        self.expiring = expiring
+        self._size = options.block
+        self._reset()
+        _LIVE.add(self)
+
+    def _reset(self) -> None:
+        """Forget every buffered value and fetch; used at construction and in a forked child."""
+        self._it: Iterator[V] = _EMPTY
+        self._tail: Sequence[V] | None = None
+        self._deadline = math.inf
+        self._period_end: int | None = None
+        self._ended = -math.inf
+        """Periods ending at or before this were retired (:meth:`end_periods`)."""
+        self._head_size = 0
+        self._started = 0.0
+        self._next: _Held[V] | None = None
+        self._fetching = False
+        self._generation = 0
+        self._blocks = self._ids = self._prefetches = self._waits = 0
+        self._dropped_blocks = self._dropped_ids = self._errors = 0
+        self._refills = 0
+        self._refill_last = self._refill_total = self._refill_max = 0.0
+
+    def _source(self, n: int) -> Plan[Segment[V]]:
+        """The plan taking one segment of up to ``n`` values (one Redis call)."""
+        raise NotImplementedError
+
+    # -- taking values ----------------------------------------------------------------------------
+
+    def _expire(self) -> None:
+        """Drop the current segment if its deadline passed."""
+        if self.expiring and self._clock() >= self._deadline:
+            self._drop_current()
+
+    def _gather(self, out: list[V], n: int, prefetch: int, direct: bool) -> tuple[int, int]:
+        """Move values of the current segment into ``out`` until it holds ``n``.
+
+        Running off a head enters its tail and claims the prefetch (its size is returned, to be
+        started once the lock is released; 0: none). Returns what happened and the prefetch: ``_DONE``;
+        ``_DIRECT`` when ``direct`` and a block or more is missing with nothing prefetched (fetch it
+        directly, handed out at once); ``_REFILL`` when the segment is used up (then gather again).
+        """
+        while True:
+            out.extend(islice(self._it, n - len(out)))
+            if len(out) >= n:
+                return _DONE, prefetch
+            if self._tail is not None:
+                prefetch = prefetch or self._enter_tail()
+            elif direct and n - len(out) >= self._size and self._next is None:
+                return _DIRECT, prefetch
+            else:
+                if prefetch:  # the fetch claimed above has not started: the refill does it
+                    self._fetching, prefetch = False, 0
+                return _REFILL, prefetch
+
+    def _install_next(self) -> bool:
+        """Make the prefetched segment current (dropping it if it expired); False if none is."""
+        held = self._next
+        if held is None:
+            return False
+        self._next = None
+        if self._clock() >= held.deadline:
+            self._count_dropped(len(held.values))
+        else:
+            self._install(held)
+        return True
+
+    def _enter_tail(self) -> int:
+        """Switch to the current segment's tail; adapt the block size and claim the prefetch."""
+        assert self._tail is not None
+        self._it = iter(self._tail)
+        self._tail = None
+        self._adapt()
+        if self._fetching or self._next is not None:
+            return 0
+        self._fetching = True
+        return self._size
+
+    def _adapt(self) -> None:
+        """Double or halve the next block size from the rate at which the head was used."""
+        elapsed = self._clock() - self._started
+        size, opts = self._size, self.options
+        lasts = math.inf if self._head_size == 0 else elapsed * size / self._head_size
+        if lasts < opts.target_seconds:
+            size = min(size * 2, opts.max_block or size)
+        elif lasts > 2 * opts.target_seconds:
+            size = max(size // 2, opts.min_block or size)
+        self._size = size
+
+    def _land(self, held: _Held[V], generation: int) -> None:
+        """Keep a fetched segment as the next one, unless :meth:`drop` ran since its fetch started
+        or its period was retired: then it is dropped too (gaps), so no value fetched before a drop
+        is handed out after it. Its fresh reading of the source's clock ends the current segment
+        if that one's period is over, or moves its deadline earlier if the clock stepped forward.
+        """
+        end = held.period_end
+        if generation != self._generation or (end is not None and end <= self._ended):
+            self._count_dropped(len(held.values))
+            return
+        if end is not None and self._period_end is not None:
+            if self._period_end < end:
+                self._drop_current()
+            elif self._period_end == end:
+                self._deadline = min(self._deadline, held.deadline)
+        self._next = held
+
+    def _landed(self, held: _Held[V] | None, generation: int) -> None:
+        """A background fetch ended: keep its segment, or count its failure (``held`` None)."""
+        self._fetching = False
+        if held is None:
+            self._errors += 1
+        else:
+            self._land(held, generation)
+            self._prefetches += 1
+
+    def _install(self, held: _Held[V]) -> None:
+        values = held.values
+        if not isinstance(values, (range, list, tuple)):  # their iterators are C, one step each
+            values = list(values)
+        count = len(values)
+        share = self.options.prefetch
+        head = count if share is None else min(count, max(1, math.ceil(count * share)))
+        if head < count:
+            self._it = iter(values[:head])
+            self._tail = values[head:]
+        else:
+            self._it = iter(values)
+            self._tail = None
+        self._head_size = head
+        self._started = self._clock()
+        self._deadline = held.deadline
+        self._period_end = held.period_end
+
+    def _drop_current(self) -> int:
+        left = length_hint(self._it) + (len(self._tail) if self._tail is not None else 0)
+        self._it = _EMPTY
+        self._tail = None
+        self._deadline = math.inf
+        self._period_end = None
+        self._count_dropped(left)
+        return left
+
+    def _count_dropped(self, count: int) -> None:
+        if not count:
+            return
+        self._dropped_blocks += 1
+        self._dropped_ids += count
+
+    # -- fetching ---------------------------------------------------------------------------------
+
+    def _fetch_plan(self, n: int, *, exact: bool = False) -> Plan[_Held[V]]:
+        """One segment of up to ``n`` values; near the end of a counter, smaller ones are tried
+        (``exact``: ``n`` values or :class:`SequenceExhausted`, for a batch handed out at once).
+        Runs with the lock released; takes it only to record the fetch."""
+        started = time.perf_counter()
+        while True:
+            sent = self._clock()
+            try:
+                segment = yield from self._source(n)
+                break
+            except SequenceExhausted:
+                if n <= 1 or exact:
+                    raise
+                n //= 2
+        spent = (time.perf_counter() - started) * 1000
+        with self._guard:
+            self._record(len(segment.values), spent)
+        lifetime = segment.lifetime
+        if lifetime is None or not self.expiring:  # only an expiring buffer honours lifetimes
+            return _Held(segment.values, math.inf)
+        deadline = sent + lifetime * (1 - CLOCK_RATE_MARGIN)
+        return _Held(segment.values, deadline, segment.period_end)
+
+    def _record(self, count: int, spent_ms: float) -> None:
+        self._blocks += 1
+        self._ids += count
+        self._refills += 1
+        self._refill_last = spent_ms
+        self._refill_total += spent_ms
+        self._refill_max = max(self._refill_max, spent_ms)
+
+    # -- inspection and control -------------------------------------------------------------------
+
+    def stats(self) -> BufferStats:
+        with self._guard:
+            left = length_hint(self._it)
+            if self._tail is not None:
+                left += len(self._tail)
+            if self._next is not None:
+                left += len(self._next.values)
+            refills = self._refills
+            return BufferStats(
+                block_size=self._size,
+                ids_left=left,
+                blocks_taken=self._blocks,
+                ids_taken=self._ids,
+                prefetches=self._prefetches,
+                waits=self._waits,
+                blocks_dropped=self._dropped_blocks,
+                ids_dropped=self._dropped_ids,
+                fetch_errors=self._errors,
+                refill_ms_last=self._refill_last,
+                refill_ms_mean=self._refill_total / refills if refills else 0.0,
+                refill_ms_max=self._refill_max,
+            )
+
+    def drop(self) -> int:
+        """Discard every buffered value (they become gaps); returns how many were dropped.
+
+        A fetch in flight is discarded too when it lands (a new generation): its values may have
+        been taken before the drop.
+        """
+        with self._guard:
+            self._generation += 1
+            left = length_hint(self._it) + (len(self._tail) if self._tail is not None else 0)
+            self._it, self._tail, self._deadline = _EMPTY, None, math.inf
+            self._period_end = None
+            if self._next is not None:
+                left += len(self._next.values)
+                self._next = None
+            return left
+
+    def end_periods(self, through: int) -> int:
+        """Drop every segment whose period ends at or before ``through`` (on the source's clock),
+        buffered now or landing later from a fetch in flight: the source retired those periods
+        (days a purge deleted). Returns how many buffered values were dropped (gaps)."""
+        with self._guard:
+            self._ended = max(self._ended, through)
+            left = 0
+            if self._period_end is not None and self._period_end <= through:
+                left += self._drop_current()
+            held = self._next
+            if held is not None and held.period_end is not None and held.period_end <= through:
+                self._next = None
+                left += len(held.values)
+                self._count_dropped(len(held.values))
+            return left
+
+    def _after_fork_in_child(self) -> None:
+        size = self._size
+        self._reset()
+        self._size = size
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.namespace!r}, {self.options.describe()})"
+
+
+class SegmentBuffer(_SegmentState[V]):
     """A thread-safe, fork-safe double buffer over ``fetch(n) -> Segment`` (one Redis call each).
 
     The hot path is ``next()`` on the current segment's iterator (plus a deadline check for
@@ -235,38 +519,21 @@ class SegmentBuffer(Generic[V]):
         clock: Callable[[], float] | None = None,
         expiring: bool = False,
     ):
-        self.options = options
-        self.namespace = namespace
         self._fetch_source: Callable[[int], Segment[V]] = fetch
-        self._clock = options.clock or clock or time.monotonic
-        self.expiring = expiring
+        super().__init__(options, namespace=namespace, clock=clock, expiring=expiring)
         if expiring:
             self.next_id = self._next_expiring_unlocked if GIL else self._next_expiring
         else:
             self.next_id = self._next_unlocked if GIL else self._next_plain
-        self._size = options.block
-        self._reset()
-        _LIVE.add(self)
 
     def _reset(self) -> None:
-        """Forget every buffered value and fetch; used at construction and in a forked child."""
         self._lock = threading.Lock()
         self._cond = threading.Condition(self._lock)
-        self._it: Iterator[V] = _EMPTY
-        self._tail: Sequence[V] | None = None
-        self._deadline = math.inf
-        self._period_end: int | None = None
-        self._ended = -math.inf
-        """Periods ending at or before this were retired (:meth:`end_periods`)."""
-        self._head_size = 0
-        self._started = 0.0
-        self._next: _Held[V] | None = None
-        self._fetching = False
-        self._generation = 0
-        self._blocks = self._ids = self._prefetches = self._waits = 0
-        self._dropped_blocks = self._dropped_ids = self._errors = 0
-        self._refills = 0
-        self._refill_last = self._refill_total = self._refill_max = 0.0
+        self._guard = self._lock
+        super()._reset()
+
+    def _source(self, n: int) -> Plan[Segment[V]]:
+        return now(self._fetch_source, n)
 
     # -- hot path ---------------------------------------------------------------------------------
 
@@ -308,8 +575,7 @@ class SegmentBuffer(Generic[V]):
         lock = self._lock
         lock.acquire()
         try:
-            if self._clock() >= self._deadline:
-                self._drop_current()
+            self._expire()
             for value in self._it:
                 return value
             value, prefetch = self._take_slow()
@@ -320,8 +586,7 @@ class SegmentBuffer(Generic[V]):
         return value
 
     def next_ids(self, n: int) -> list[V]:
-        """``n`` values: from the buffer while it lasts; a shortfall of a block or more is fetched
-        directly in one call (without disturbing the buffer).
+        """``n`` values: the buffer's first, then a direct fetch for a shortfall of a block or more.
 
         Exactly ``n`` values or an error (:class:`SequenceExhausted` when the counter or the day
         runs out), never fewer: on an error the values this call already took are dropped (gaps).
@@ -331,21 +596,18 @@ class SegmentBuffer(Generic[V]):
         prefetch = 0
         waited = False
         out: list[V] = []
+        step = _DONE
         with self._lock:
             try:
                 if self.expiring and self._clock() >= self._deadline:
                     self._drop_current()
-                out.extend(islice(self._it, n))
+                out.extend(islice(self._it, n))  # all of them, mostly: no call below
                 while len(out) < n:
-                    if self._tail is not None:
-                        prefetch = prefetch or self._enter_tail()
-                    elif n - len(out) >= self._size and self._next is None:
-                        break  # a block or more is missing: fetch it directly, below
-                    else:
-                        if prefetch:  # the fetch claimed above has not started: do it here
-                            self._fetching, prefetch = False, 0
+                    step, prefetch = self._gather(out, n, prefetch, True)
+                    if step == _DIRECT:
+                        break
+                    if step == _REFILL:
                         waited = self._refill() or waited
-                    out.extend(islice(self._it, n - len(out)))
             except BaseException:
                 self._count_dropped(len(out))
                 raise
@@ -353,7 +615,7 @@ class SegmentBuffer(Generic[V]):
                 self._waits += 1
         if prefetch:
             self._start_prefetch(prefetch)
-        if len(out) < n:
+        if step == _DIRECT:
             try:
                 out.extend(self._fetch(n - len(out), exact=True).values)  # handed out at once
             except BaseException:
@@ -369,41 +631,17 @@ class SegmentBuffer(Generic[V]):
 
         Returns the value and the size of a prefetch to start once the lock is released (0: none).
         """
+        out: list[V] = []
         prefetch = 0
         waited = False
         while True:
-            for value in self._it:
-                if waited:
-                    self._waits += 1
-                return value, prefetch
-            if self._tail is not None:
-                prefetch = prefetch or self._enter_tail()
-            else:
-                if prefetch:  # cannot happen (a tail is never empty); never wait on our own claim
-                    self._fetching, prefetch = False, 0
-                waited = self._refill() or waited
-
-    def _enter_tail(self) -> int:
-        """Switch to the current segment's tail; adapt the block size and claim the prefetch."""
-        assert self._tail is not None
-        self._it = iter(self._tail)
-        self._tail = None
-        self._adapt()
-        if self._fetching or self._next is not None:
-            return 0
-        self._fetching = True
-        return self._size
-
-    def _adapt(self) -> None:
-        """Double or halve the next block size from the rate at which the head was used."""
-        elapsed = self._clock() - self._started
-        size, opts = self._size, self.options
-        lasts = math.inf if self._head_size == 0 else elapsed * size / self._head_size
-        if lasts < opts.target_seconds:
-            size = min(size * 2, opts.max_block or size)
-        elif lasts > 2 * opts.target_seconds:
-            size = max(size // 2, opts.min_block or size)
-        self._size = size
+            step, prefetch = self._gather(out, 1, prefetch, False)
+            if step == _DONE:
+                break
+            waited = self._refill() or waited
+        if waited:
+            self._waits += 1
+        return out[0], prefetch
 
     def _refill(self) -> bool:
         """Make progress towards a current segment; the current one is used up.
@@ -413,13 +651,7 @@ class SegmentBuffer(Generic[V]):
         at the current segment again afterwards: while this waited, another thread may have
         installed one, which must not be replaced (its values would be lost).
         """
-        held = self._next
-        if held is not None:
-            self._next = None
-            if self._clock() >= held.deadline:
-                self._count_dropped(len(held.values))
-            else:
-                self._install(held)
+        if self._install_next():
             return False
         if self._fetching:
             self._cond.wait()
@@ -436,87 +668,11 @@ class SegmentBuffer(Generic[V]):
         self._land(fetched, generation)
         return True
 
-    def _land(self, held: _Held[V], generation: int) -> None:
-        """Keep a fetched segment as the next one, unless :meth:`drop` ran since its fetch started
-        or its period was retired: then it is dropped too (gaps), so no value fetched before a drop
-        is handed out after it. Its fresh reading of the source's clock ends the current segment
-        if that one's period is over, or moves its deadline earlier if the clock stepped forward.
-        """
-        end = held.period_end
-        if generation != self._generation or (end is not None and end <= self._ended):
-            self._count_dropped(len(held.values))
-            return
-        if end is not None and self._period_end is not None:
-            if self._period_end < end:
-                self._drop_current()
-            elif self._period_end == end:
-                self._deadline = min(self._deadline, held.deadline)
-        self._next = held
-
-    def _install(self, held: _Held[V]) -> None:
-        values = held.values
-        if not isinstance(values, (range, list, tuple)):  # their iterators are C, one step each
-            values = list(values)
-        count = len(values)
-        share = self.options.prefetch
-        head = count if share is None else min(count, max(1, math.ceil(count * share)))
-        if head < count:
-            self._it = iter(values[:head])
-            self._tail = values[head:]
-        else:
-            self._it = iter(values)
-            self._tail = None
-        self._head_size = head
-        self._started = self._clock()
-        self._deadline = held.deadline
-        self._period_end = held.period_end
-
-    def _drop_current(self) -> int:
-        left = length_hint(self._it) + (len(self._tail) if self._tail is not None else 0)
-        self._it = _EMPTY
-        self._tail = None
-        self._deadline = math.inf
-        self._period_end = None
-        self._count_dropped(left)
-        return left
-
-    def _count_dropped(self, count: int) -> None:
-        if not count:
-            return
-        self._dropped_blocks += 1
-        self._dropped_ids += count
-
     # -- fetching ---------------------------------------------------------------------------------
 
     def _fetch(self, n: int, *, exact: bool = False) -> _Held[V]:
-        """One segment of up to ``n`` values; near the end of a counter, smaller ones are tried
-        (``exact``: ``n`` values or :class:`SequenceExhausted`, for a batch handed out at once)."""
-        started = time.perf_counter()
-        while True:
-            sent = self._clock()
-            try:
-                segment = self._fetch_source(n)
-                break
-            except SequenceExhausted:
-                if n <= 1 or exact:
-                    raise
-                n //= 2
-        spent = (time.perf_counter() - started) * 1000
-        with self._lock:  # never held here: fetches run with the lock released
-            self._record(len(segment.values), spent)
-        lifetime = segment.lifetime
-        if lifetime is None or not self.expiring:  # only an expiring buffer honours lifetimes
-            return _Held(segment.values, math.inf)
-        deadline = sent + lifetime * (1 - CLOCK_RATE_MARGIN)
-        return _Held(segment.values, deadline, segment.period_end)
-
-    def _record(self, count: int, spent_ms: float) -> None:
-        self._blocks += 1
-        self._ids += count
-        self._refills += 1
-        self._refill_last = spent_ms
-        self._refill_total += spent_ms
-        self._refill_max = max(self._refill_max, spent_ms)
+        """:meth:`_fetch_plan` in this thread (the lock released)."""
+        return run_plan(self._fetch_plan(n, exact=exact))
 
     def _start_prefetch(self, size: int) -> None:
         """Run the fetch claimed under the lock in a new daemon thread.
@@ -543,83 +699,155 @@ class SegmentBuffer(Generic[V]):
         except BaseException:  # the caller that runs dry retries in the foreground and sees it
             held = None
         with self._lock:
-            self._fetching = False
-            if held is None:
-                self._errors += 1
-            else:
-                self._land(held, generation)
-                self._prefetches += 1
+            self._landed(held, generation)
             self._cond.notify_all()
-
-    # -- inspection -------------------------------------------------------------------------------
-
-    def stats(self) -> BufferStats:
-        with self._lock:
-            left = length_hint(self._it)
-            if self._tail is not None:
-                left += len(self._tail)
-            if self._next is not None:
-                left += len(self._next.values)
-            refills = self._refills
-            return BufferStats(
-                block_size=self._size,
-                ids_left=left,
-                blocks_taken=self._blocks,
-                ids_taken=self._ids,
-                prefetches=self._prefetches,
-                waits=self._waits,
-                blocks_dropped=self._dropped_blocks,
-                ids_dropped=self._dropped_ids,
-                fetch_errors=self._errors,
-                refill_ms_last=self._refill_last,
-                refill_ms_mean=self._refill_total / refills if refills else 0.0,
-                refill_ms_max=self._refill_max,
-            )
 
     def settle(self, timeout: float | None = None) -> bool:
         """Wait until no fetch is in flight (tests, benchmarks); False if ``timeout`` passed first."""
         with self._cond:
             return self._cond.wait_for(lambda: not self._fetching, timeout)
 
-    def drop(self) -> int:
-        """Discard every buffered value (they become gaps); returns how many were dropped.
 
-        A fetch in flight is discarded too when it lands (a new generation): its values may have
-        been taken before the drop.
+class AsyncSegmentBuffer(_SegmentState[V]):
+    """:class:`SegmentBuffer` on an event loop: coroutine ``next_id()``/``next_ids(n)`` over
+    ``fetch_plan(n)``, a plan answering a :class:`Segment` (see :func:`plan_source`).
+
+    The same segments, prefetch point, block-size rule, deadlines, drops and statistics (the
+    shared :class:`_SegmentState`), but every fetch is an ``asyncio`` task awaiting the plan with
+    :func:`~sa_redis_ids.redis.plans.run_plan_async`: no thread, nothing blocks the loop. At most
+    one fetch is in flight: tasks that find the buffer dry await it and never start another. A
+    prefetch that fails is counted (``fetch_errors``) and retried by the next dry caller in the
+    foreground; a foreground fetch that fails raises in the task that started it, and the tasks
+    waiting on it try again. A caller cancelled while it waits leaves the fetch running: its
+    segment lands for the others.
+
+    Use one buffer from one event loop (it takes no lock). A forked child drops what it inherited.
+    """
+
+    def __init__(
+        self,
+        fetch_plan: Callable[[int], Plan[Segment[V]]],
+        options: Buffering,
+        *,
+        namespace: str | None = None,
+        clock: Callable[[], float] | None = None,
+        expiring: bool = False,
+    ):
+        self._fetch_plan_source: Callable[[int], Plan[Segment[V]]] = fetch_plan
+        super().__init__(options, namespace=namespace, clock=clock, expiring=expiring)
+
+    def _reset(self) -> None:
+        self._guard = nullcontext()
+        self._task: asyncio.Task[BaseException | None] | None = None
+        """The fetch in flight (a strong reference: the loop keeps only a weak one)."""
+        super()._reset()
+
+    def _source(self, n: int) -> Plan[Segment[V]]:
+        return self._fetch_plan_source(n)
+
+    async def next_id(self) -> V:
+        """One value from the buffer."""
+        if not self.expiring or self._clock() < self._deadline:
+            for value in self._it:
+                return value
+        return (await self._take(1, direct=False))[0]
+
+    async def next_ids(self, n: int) -> list[V]:
+        """``n`` values: the buffer's first, then a direct fetch for a shortfall of a block or more.
+
+        Exactly ``n`` values or an error, never fewer (as :meth:`SegmentBuffer.next_ids`).
         """
-        with self._lock:
-            self._generation += 1
-            left = length_hint(self._it) + (len(self._tail) if self._tail is not None else 0)
-            self._it, self._tail, self._deadline = _EMPTY, None, math.inf
-            self._period_end = None
-            if self._next is not None:
-                left += len(self._next.values)
-                self._next = None
-            return left
+        if check_count(n) == 0:
+            return []
+        return await self._take(n, direct=True)
 
-    def end_periods(self, through: int) -> int:
-        """Drop every segment whose period ends at or before ``through`` (on the source's clock),
-        buffered now or landing later from a fetch in flight: the source retired those periods
-        (days a purge deleted). Returns how many buffered values were dropped (gaps)."""
-        with self._lock:
-            self._ended = max(self._ended, through)
-            left = 0
-            if self._period_end is not None and self._period_end <= through:
-                left += self._drop_current()
-            held = self._next
-            if held is not None and held.period_end is not None and held.period_end <= through:
-                self._next = None
-                left += len(held.values)
-                self._count_dropped(len(held.values))
-            return left
+    async def _take(self, n: int, *, direct: bool) -> list[V]:
+        prefetch = 0
+        waited = False
+        out: list[V] = []
+        try:
+            self._expire()
+            while True:
+                step, prefetch = self._gather(out, n, prefetch, direct)
+                if step != _REFILL:
+                    break
+                waited = await self._refill() or waited
+        except BaseException:
+            self._count_dropped(len(out))
+            raise
+        if waited:
+            self._waits += 1
+        if prefetch:
+            self._spawn(prefetch, background=True)
+        if step == _DIRECT:
+            try:
+                out.extend((await self._fetch(n - len(out), exact=True)).values)
+            except BaseException:
+                self._count_dropped(len(out))
+                raise
+        return out
 
-    def _after_fork_in_child(self) -> None:
-        size = self._size
-        self._reset()
-        self._size = size
+    async def _refill(self) -> bool:
+        """As :meth:`SegmentBuffer._refill`: install the prefetched segment, or await the fetch in
+        flight, or start one and await it. Returns True if it waited on Redis."""
+        if self._install_next():
+            return False
+        task = self._in_flight()
+        if task is not None:
+            await asyncio.wait((task,))  # neither raises its error nor cancels it
+            return True
+        self._fetching = True
+        error = await asyncio.shield(self._spawn(self._size, background=False))
+        if error is not None:
+            raise error
+        return True
 
-    def __repr__(self) -> str:
-        return f"SegmentBuffer({self.namespace!r}, {self.options.describe()})"
+    def _in_flight(self) -> asyncio.Task[BaseException | None] | None:
+        task = self._task
+        if task is not None and (task.done() or task.get_loop() is not asyncio.get_running_loop()):
+            self._task, self._fetching = None, False  # left by a loop that is gone
+            return None
+        return task
+
+    def _spawn(self, size: int, *, background: bool) -> asyncio.Task[BaseException | None]:
+        """Start the fetch claimed (``_fetching``) as the task in flight."""
+        task = asyncio.get_running_loop().create_task(
+            self._fetch_task(size, background), name=f"sa_redis_ids-fetch-{self.namespace}"
+        )
+        self._task = task
+        return task
+
+    async def _fetch_task(self, size: int, background: bool) -> BaseException | None:
+        """Fetch and land a segment; the error of a foreground fetch is returned, not raised, so
+        its starter raises it (and a starter cancelled meanwhile leaves no unretrieved error)."""
+        generation = self._generation  # read before the request is sent
+        held: _Held[V] | None = None
+        error: BaseException | None = None
+        try:
+            held = await self._fetch(size)
+        except Exception as exc:
+            error = exc
+        finally:
+            if self._task is asyncio.current_task():
+                self._task = None
+            if background:
+                self._landed(held, generation)
+            else:
+                self._fetching = False
+                if held is not None:
+                    self._land(held, generation)
+        return error
+
+    async def _fetch(self, n: int, *, exact: bool = False) -> _Held[V]:
+        """:meth:`_fetch_plan` on the event loop."""
+        return await run_plan_async(self._fetch_plan(n, exact=exact))
+
+    async def settle(self) -> None:
+        """Wait until no fetch is in flight (tests, benchmarks)."""
+        task = self._in_flight()
+        while task is not None:
+            await asyncio.wait((task,))
+            task = self._in_flight()
 
 
 def _drop_buffers_in_child() -> None:
@@ -631,28 +859,74 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_drop_buffers_in_child)
 
 
+def _day_segment(block: Any) -> Segment[Any]:
+    """The segment of a date-keyed generator's ``DatedBlock``: it lives until its day ends."""
+    lifetime = (block.day_end_ms - block.redis_now_ms - 1) / 1000
+    return Segment(block.values, lifetime=lifetime, period_end=block.day_end_ms)
+
+
 def day_source(generator: Any) -> tuple[Callable[[int], Segment[Any]], Callable[[], float]]:
     """The ``fetch`` and the clock of a buffer over a date-keyed generator's ``_take_block(n)``.
 
     Each block says the Redis time it was taken at and the UTC ms its day ends, so its lifetime is
     ``day_end_ms − redis_now_ms − 1`` ms (Redis ``TIME`` is truncated to the ms: it may have been
-    1 ms later): the buffer drops it at the day change by its own clock, without asking Redis again. The clock is ``time.monotonic()`` plus the generator's test offset
-    (:func:`sa_redis_ids.testing.shift_time`), so a test that moves Redis time past midnight moves
-    the buffer's deadline check with it.
+    1 ms later): the buffer drops it at the day change by its own clock, without asking Redis
+    again. The clock is the generator's Redis clock (``time.monotonic()`` unless a test moved it
+    with :func:`sa_redis_ids.testing.shift_time`), so moving Redis time past midnight moves the
+    buffer's deadline check with it.
     """
-    day_clock = generator.clock
-    monotonic = time.monotonic
-
-    def clock() -> float:
-        offset: int = day_clock.offset_ms
-        return monotonic() + offset * 0.001 if offset else monotonic()
 
     def fetch(n: int) -> Segment[Any]:
-        block = generator._take_block(n)
-        lifetime = (block.day_end_ms - block.redis_now_ms - 1) / 1000
-        return Segment(block.values, lifetime=lifetime, period_end=block.day_end_ms)
+        return _day_segment(generator._take_block(n))
 
-    return fetch, clock
+    return fetch, generator.redis_clock.monotonic
+
+
+def day_plan_source(
+    generator: Any,
+) -> tuple[Callable[[int], Plan[Segment[Any]]], Callable[[], float]]:
+    """:func:`day_source` as a plan over the generator's ``_take_block_plan(n)`` (asyncio buffer)."""
+
+    def fetch(n: int) -> Plan[Segment[Any]]:
+        block = yield from generator._take_block_plan(n)
+        return _day_segment(block)
+
+    return fetch, generator.redis_clock.monotonic
+
+
+def sequence_plan_source(generator: Any) -> Callable[[int], Plan[Segment[Any]]]:
+    """The fetch plan of a sequence: ``n`` values of one node in one round trip (a ``range``)."""
+
+    def fetch(n: int) -> Plan[Segment[Any]]:
+        values = yield from generator._call_plan(lambda node: generator._take_on(node, n))
+        return Segment(values)
+
+    return fetch
+
+
+def plan_source(generator: BufferedGenerator[V]) -> Callable[[int], Plan[Segment[V]]]:
+    """The plan form of a buffered generator's ``fetch``: its day's blocks for a date-keyed one
+    (an expiring buffer), its counter's blocks for a sequence."""
+    buffer = generator.buffer
+    if buffer is not None and buffer.expiring:
+        return day_plan_source(generator)[0]
+    return sequence_plan_source(generator)
+
+
+def asyncio_buffer(generator: IdGenerator[V]) -> AsyncSegmentBuffer[V] | None:
+    """An asyncio buffer beside a buffered generator's thread buffer: the same options, clock and
+    expiry, its own segments (``None`` when the generator is not buffered). The generator's thread
+    buffer is left alone: on ``redis.asyncio`` clients it could never fetch."""
+    buffer: SegmentBuffer[V] | None = getattr(generator, "buffer", None)
+    if buffer is None or not isinstance(generator, BufferedGenerator):
+        return None
+    return AsyncSegmentBuffer(
+        plan_source(generator),
+        buffer.options,
+        namespace=generator.namespace,
+        clock=buffer._clock,
+        expiring=buffer.expiring,
+    )
 
 
 class BufferedGenerator(IdGenerator[V]):

@@ -47,6 +47,7 @@ per use: ``RedisIds.lock`` returns a new one on every call).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import queue
 import random
@@ -64,6 +65,7 @@ import redis
 from sa_redis_ids.errors import ConfigError, LockNotAcquired, RedisUnavailable, SaRedisIdsError
 from sa_redis_ids.keys import DEFAULT_PREFIX, validate_prefix
 from sa_redis_ids.redis.nodes import Node, NodeSet
+from sa_redis_ids.redis.plans import Effect, Plan, Run, Sleep, run_plan, run_plan_async
 from sa_redis_ids.redis.scripts import check_reply, reply_text
 from sa_redis_ids.validation import check_seconds
 
@@ -158,10 +160,71 @@ def fan_out(
             else RedisUnavailable(f"no answer within {timeout:g} s", node=node.name)
             for i, node in enumerate(nodes)
         ]
+    return _outcomes(outcomes)
+
+
+def _outcomes(outcomes: list[T | BaseException]) -> list[T | BaseException]:
+    """``outcomes``, after raising the first exception that is not a Redis or library error."""
     for outcome in outcomes:
         if isinstance(outcome, BaseException) and not isinstance(outcome, _NODE_ERRORS):
             raise outcome
     return outcomes
+
+
+class FanOut(Effect):
+    """Run plan ``action(node)`` on every node of ``nodes`` at once; the effect's result is one
+    result or exception per node, in node order (see :func:`fan_out`).
+
+    The sync driver runs each node's plan in a thread (a single node inline); the asyncio driver
+    runs them as tasks, each cut off after ``timeout`` seconds when there are several nodes.
+    """
+
+    __slots__ = ("action", "nodes", "timeout")
+
+    def __init__(self, nodes: Sequence[Node], action: Callable[[Node], Plan[Any]], timeout: float):
+        self.nodes = nodes
+        self.action = action
+        self.timeout = timeout
+
+    def run(self) -> list[Any]:
+        action = self.action
+        return fan_out(self.nodes, lambda node: run_plan(action(node)), self.timeout)
+
+    async def run_async(self) -> list[Any]:
+        action, timeout, several = self.action, self.timeout, len(self.nodes) > 1
+
+        async def one(node: Node) -> Any:
+            try:
+                if several:
+                    return await asyncio.wait_for(run_plan_async(action(node)), timeout)
+                return await run_plan_async(action(node))
+            except asyncio.TimeoutError:
+                return RedisUnavailable(f"no answer within {timeout:g} s", node=node.name)
+            except Exception as exc:
+                return exc
+
+        return _outcomes(list(await asyncio.gather(*(one(node) for node in self.nodes))))
+
+
+class _Pause(Effect):
+    """Wait ``seconds`` with an injected ``sleep`` (tests); on the asyncio driver an injected
+    sleep is called as it is (it answers at once in tests), the real one becomes
+    ``asyncio.sleep``."""
+
+    __slots__ = ("seconds", "sleep")
+
+    def __init__(self, sleep: Callable[[float], None], seconds: float):
+        self.sleep = sleep
+        self.seconds = seconds
+
+    def run(self) -> None:
+        self.sleep(self.seconds)
+
+    async def run_async(self) -> None:
+        if self.sleep is time.sleep:
+            await asyncio.sleep(self.seconds)
+        else:
+            self.sleep(self.seconds)
 
 
 @dataclass
@@ -267,6 +330,52 @@ class Redlock:
         ``timeout=0`` makes a single attempt. Raises :class:`LockNotAcquired` (with each node's
         error from the last attempt) when no attempt won a majority with validity left.
         """
+        return run_plan(self.acquire_plan(timeout=timeout))
+
+    def release(self) -> bool:
+        """Delete the lock on every node where it still holds our token.
+
+        Returns whether it was still ours on a majority (``False`` if it had expired or was not
+        held). Nodes that cannot be reached are logged and left to expire; this never raises.
+        """
+        return run_plan(self.release_plan())
+
+    def extend(self, ttl: float | None = None) -> float:
+        """Reset the lock's TTL to ``ttl`` (default: the lock's) on every node that still holds it.
+
+        Returns the new validity in seconds. When fewer than a majority still held our token, or
+        no validity would be left, the lock is lost: it is released and :class:`LockNotAcquired`
+        raised.
+        """
+        return run_plan(self.extend_plan(ttl))
+
+    def __enter__(self) -> Redlock:
+        return self.acquire()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.release()
+
+    async def __aenter__(self) -> Redlock:
+        """``async with lock:`` on ``redis.asyncio`` clients (the plans of :meth:`acquire`)."""
+        return await run_plan_async(self.acquire_plan())
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await run_plan_async(self.release_plan())
+
+    # -- the lock's logic, as plans (see sa_redis_ids.redis.plans): run sync or on asyncio ------
+
+    def acquire_plan(self, *, timeout: float | None = None) -> Plan[Redlock]:
+        """The plan of :meth:`acquire`."""
         if self._held:
             raise LockNotAcquired(
                 f"lock {self.name!r} is already held by this Redlock; release() it first",
@@ -280,7 +389,7 @@ class Redlock:
             # A token per attempt: a failed attempt's unlock that reaches a node late must not
             # delete the key a later attempt set there.
             token = secrets.token_hex(16)
-            attempt = self._try(token)
+            attempt = yield from self._try_plan(token)
             if not attempt.reason:
                 self._token = token
                 self._held = True
@@ -288,7 +397,7 @@ class Redlock:
                 self.validity = attempt.validity
                 self.valid_until = attempt.end + attempt.validity
                 return self
-            self._unlock(token, level=logging.DEBUG)
+            yield from self._unlock_plan(token, level=logging.DEBUG)
             left = deadline - self._clock()
             if left <= 0:
                 raise LockNotAcquired(
@@ -297,27 +406,19 @@ class Redlock:
                     name=self.name,
                     errors=attempt.errors,
                 )
-            self._sleep(min(left, self.retry_delay * (0.5 + 0.5 * self._jitter())))
+            delay = min(left, self.retry_delay * (0.5 + 0.5 * self._jitter()))
+            yield Sleep(delay) if self._sleep is time.sleep else _Pause(self._sleep, delay)
 
-    def release(self) -> bool:
-        """Delete the lock on every node where it still holds our token.
-
-        Returns whether it was still ours on a majority (``False`` if it had expired or was not
-        held). Nodes that cannot be reached are logged and left to expire; this never raises.
-        """
+    def release_plan(self) -> Plan[bool]:
+        """The plan of :meth:`release`."""
         if not self._held:
             return False
         self._held = False
         self.valid_until = 0.0
-        return self._unlock(self._token) >= self.quorum
+        return (yield from self._unlock_plan(self._token)) >= self.quorum
 
-    def extend(self, ttl: float | None = None) -> float:
-        """Reset the lock's TTL to ``ttl`` (default: the lock's) on every node that still holds it.
-
-        Returns the new validity in seconds. When fewer than a majority still held our token, or
-        no validity would be left, the lock is lost: it is released and :class:`LockNotAcquired`
-        raised.
-        """
+    def extend_plan(self, ttl: float | None = None) -> Plan[float]:
+        """The plan of :meth:`extend`."""
         if not self._held:
             raise LockNotAcquired(
                 f"lock {self.name!r} is not held by this Redlock; nothing to extend", name=self.name
@@ -326,7 +427,7 @@ class Redlock:
         start = self._clock()
         token = self._token
         args = [token, str(self._ms(new_ttl))]
-        outcomes = fan_out(
+        outcomes = yield FanOut(
             self._nodes, lambda node: self._flag("lock_extend", node, args), self.node_timeout
         )
         extended, errors = self._tally(outcomes, "our lock is gone (expired or taken)")
@@ -335,7 +436,7 @@ class Redlock:
         if extended < self.quorum or validity <= 0:
             self._held = False
             self.valid_until = 0.0
-            self._unlock(token)
+            yield from self._unlock_plan(token)
             raise LockNotAcquired(
                 f"lock {self.name!r} was lost: extended on {extended} of {len(self._nodes)} nodes "
                 f"(needs {self.quorum}), validity left {validity:.3f} s",
@@ -346,23 +447,28 @@ class Redlock:
         self.valid_until = end + validity
         return validity
 
-    def __enter__(self) -> Redlock:
-        return self.acquire()
+    def holding(self, body: Callable[[], Plan[T]]) -> Plan[T]:
+        """The plan that acquires the lock, runs plan ``body()`` and releases the lock (also when
+        the body raises), answering what the body answers: ``with lock:`` for plans."""
+        yield from self.acquire_plan()
+        try:
+            result = yield from body()
+        except GeneratorExit:  # the plan was abandoned: no I/O is possible now; the TTL ends it
+            raise
+        except BaseException:
+            yield from self.release_plan()
+            raise
+        yield from self.release_plan()
+        return result
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.release()
-
-    def _try(self, token: str) -> _Attempt:
+    def _try_plan(self, token: str) -> Plan[_Attempt]:
         """One round: SET NX on all nodes, raise the fence on a majority, compute the validity."""
         start = self._clock()
         fence_ms = 0 if self.fence_ttl is None else self._ms(self.fence_ttl)
         args = [token, str(self._ms(self.ttl)), str(fence_ms)]
-        outcomes = fan_out(self._nodes, lambda node: self._lock_node(node, args), self.node_timeout)
+        outcomes = yield FanOut(
+            self._nodes, lambda node: self._lock_node(node, args), self.node_timeout
+        )
         attempt = _Attempt()
         fences: dict[int, int] = {}
         for index, outcome in enumerate(outcomes):
@@ -377,7 +483,7 @@ class Redlock:
         behind = [index for index, fence in fences.items() if fence < attempt.fencing_token]
         if behind:
             raise_args = [str(attempt.fencing_token)]
-            raised = fan_out(
+            raised = yield FanOut(
                 [self._nodes[index] for index in behind],
                 lambda node: self._raise_fence(node, raise_args),
                 self.node_timeout,
@@ -397,24 +503,24 @@ class Redlock:
             attempt.reason = f"granted too late (validity {attempt.validity:.3f} s)"
         return attempt
 
-    def _lock_node(self, node: Node, args: list[str]) -> int:
-        reply = node.run("lock_acquire", keys=[self.key, self.fence_key], args=args)
+    def _lock_node(self, node: Node, args: list[str]) -> Plan[int]:
+        reply = yield Run(node, "lock_acquire", [self.key, self.fence_key], args)
         (fence,) = check_reply(reply, namespace=self.name, node=node)
         return int(reply_text(fence))
 
-    def _raise_fence(self, node: Node, args: list[str]) -> int:
-        reply = node.run("set_if_greater", keys=[self.fence_key], args=args)
+    def _raise_fence(self, node: Node, args: list[str]) -> Plan[int]:
+        reply = yield Run(node, "set_if_greater", [self.fence_key], args)
         _before, after = check_reply(reply, namespace=self.name, node=node)
         return int(reply_text(after))
 
-    def _flag(self, script: str, node: Node, args: list[str]) -> bool:
-        reply = node.run(script, keys=[self.key], args=args)
+    def _flag(self, script: str, node: Node, args: list[str]) -> Plan[bool]:
+        reply = yield Run(node, script, [self.key], args)
         (flag,) = check_reply(reply, namespace=self.name, node=node)
         return int(flag) == 1
 
-    def _unlock(self, token: str, *, level: int = logging.WARNING) -> int:
+    def _unlock_plan(self, token: str, *, level: int = logging.WARNING) -> Plan[int]:
         """Release ``token``'s key on every node; the number of nodes where it was still ours."""
-        outcomes = fan_out(
+        outcomes = yield FanOut(
             self._nodes, lambda node: self._flag("lock_release", node, [token]), self.node_timeout
         )
         released, errors = self._tally(outcomes, "")

@@ -1,8 +1,11 @@
-"""Test seams. Nothing here is used by the library itself in production.
+"""Moving the Redis clock in tests. Nothing here is used by the library itself in production.
 
-``shift_time(generator, ms)`` moves the Redis clock a date-keyed or time-based generator sees by
-``ms`` milliseconds (the script adds it to Redis ``TIME``), so a test can cross midnight or move a
-clock backwards without touching the server.
+``shift_time(generator, ms)`` moves the Redis time that a generator's scripts see by ``ms``
+milliseconds, so a test can cross midnight or step a clock back without touching the server.
+The shift belongs to the generator's node set (every generator of one ``RedisIds`` moves
+together): its scripts then run in a variant whose time function adds the shift, the day
+window of date-keyed generators is rebuilt around the shifted time, and buffer deadlines follow
+the same clock.
 """
 
 from __future__ import annotations
@@ -13,19 +16,23 @@ from typing import Any
 
 
 def set_time_offset(generator: Any, ms: int) -> None:
-    """Make ``generator`` see Redis time shifted by ``ms`` milliseconds from now on."""
-    clock = getattr(generator, "clock", None)
-    if clock is None or not hasattr(clock, "offset_ms"):
-        raise TypeError(f"{type(generator).__name__} has no Redis time source to shift")
-    clock.offset_ms = int(ms)
-    if hasattr(clock, "recenter"):
-        clock.recenter(redis_time_ms(generator) + clock.offset_ms)
+    """Make ``generator`` (and the other generators of its ``RedisIds``) see Redis time shifted
+    by ``ms`` milliseconds from now on."""
+    clock = getattr(generator, "redis_clock", None)
+    if clock is None:
+        raise TypeError(f"{type(generator).__name__} has no Redis clock to shift")
+    if isinstance(ms, bool) or not isinstance(ms, int):
+        raise TypeError(f"ms must be an int, not {type(ms).__name__}")
+    clock.shift_ms = ms
+    day_clock = getattr(generator, "clock", None)
+    if day_clock is not None and hasattr(day_clock, "recenter"):
+        day_clock.recenter(redis_time_ms(generator) + ms)
 
 
 @contextmanager
 def shift_time(generator: Any, ms: int) -> Iterator[None]:
     """Within the block, ``generator`` sees Redis time shifted by ``ms`` milliseconds."""
-    before = generator.clock.offset_ms
+    before = generator.redis_clock.shift_ms
     set_time_offset(generator, ms)
     try:
         yield

@@ -21,10 +21,11 @@ from typing import Any
 import pytest
 
 from sa_redis_ids import Buffering, ConfigError, DayPurged, RedisIds, SequenceExhausted
+from sa_redis_ids import buffering as buffered
 from sa_redis_ids.bounds import BIGINT_MAX
 from sa_redis_ids.buffering import BufferedGenerator, BufferStats, Segment, SegmentBuffer
-from sa_redis_ids import buffering as buffered
 from sa_redis_ids.generators.day_counter import DatedBlock
+from sa_redis_ids.redis.nodes import RedisClock
 from tests.conftest import Backend
 from tests.support.days import shift_to_local
 from tests.support.servers import RedisServer
@@ -427,7 +428,7 @@ def test_a_days_block_expires_before_its_day_ends_by_the_redis_clock() -> None:
     def take_block(n: int) -> DatedBlock[int]:  # Redis read 0 ms: it may have been 0.999 ms
         return DatedBlock(DAY, [next(counter) for _ in range(n)], redis_now_ms=0, day_end_ms=1000)
 
-    generator = SimpleNamespace(clock=SimpleNamespace(offset_ms=0), _take_block=take_block)
+    generator = SimpleNamespace(redis_clock=RedisClock(), _take_block=take_block)
     fetch, _ = buffered.day_source(generator)
     options = Buffering(10, prefetch=None).resolved(10**9)
     buffer = SegmentBuffer(fetch, options, clock=clock, expiring=True)

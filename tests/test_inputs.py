@@ -255,7 +255,7 @@ def _factory_cases() -> list[Any]:
         *_option_cases("date_prefixed", "floor", floors),
         *_option_cases("date_prefixed", "block", blocks),
         *_option_cases("date_prefixed", "headroom", headrooms),
-        *_option_cases("daily_code", "prefix", ["", "a b", None, 5, "x" * 21, "é"]),
+        *_option_cases("daily_code", "code_prefix", ["", "a b", None, 5, "x" * 21, "é"]),
         *_option_cases("daily_code", "digits", [0, 19, *BAD_INTS]),
         *_option_cases("daily_code", "tz", tzs),
         *_option_cases("daily_code", "grace_days", [-1, 367, *BAD_INTS]),

@@ -354,13 +354,13 @@ def test_a_late_unlock_of_a_failed_attempt_cannot_delete_a_later_attempts_key(
     for client in clients[1:]:  # another holder's key: the first attempt gets only node 0
         client.set(lock.key, "someone-else", px=60_000)
     tokens: list[str] = []
-    attempt = lock._try
+    attempt = lock._try_plan
 
     def recording(token: str) -> Any:
         tokens.append(token)
         return attempt(token)
 
-    monkeypatch.setattr(lock, "_try", recording)
+    monkeypatch.setattr(lock, "_try_plan", recording)
     fake.on_sleep = lambda count: [client.delete(lock.key) for client in clients[1:]]
     with lock:
         assert len(tokens) == 2

@@ -5,12 +5,17 @@ An :class:`AsyncIdGenerator` wraps a generator built on ``redis.asyncio`` client
 (see :mod:`~sa_redis_ids.redis.plans`) with the asyncio driver: ``await ids.next_id()`` never
 blocks the event loop and never uses a thread. Everything that does no I/O (``parse``,
 ``max_value``, ``namespace``, ``config`` …) is the wrapped generator's.
+
+A buffered generator (``block=``) gets an :class:`~sa_redis_ids.buffering.AsyncSegmentBuffer`
+with the options of its thread buffer: blocks come from the same fetch, as a plan, prefetched by
+an ``asyncio`` task. The generator's own (thread) buffer is never used here.
 """
 
 from __future__ import annotations
 
 from typing import Any, Generic, TypeVar
 
+from sa_redis_ids.buffering import AsyncSegmentBuffer, BufferStats, asyncio_buffer
 from sa_redis_ids.generators.base import IdGenerator, check_count
 from sa_redis_ids.redis.plans import run_plan_async
 
@@ -23,15 +28,14 @@ class AsyncIdGenerator(Generic[V]):
     def __init__(self, generator: IdGenerator[V]):
         self.generator: IdGenerator[V] = generator
         """The strategy's generator: its options, bounds and ``parse``."""
-        self.buffer: Any = None
+        self.buffer: AsyncSegmentBuffer[V] | None = asyncio_buffer(generator)
         """The asyncio buffer of a buffered generator (``block=``), else None."""
 
     async def next_id(self) -> V:
         """One new value."""
         buffer = self.buffer
         if buffer is not None:
-            value: V = await buffer.next_id()
-            return value
+            return await buffer.next_id()
         values: list[V] = await run_plan_async(self.generator._take_plan(1))
         return values[0]
 
@@ -39,11 +43,14 @@ class AsyncIdGenerator(Generic[V]):
         """``n`` new values in one Redis round trip (``[]`` for 0)."""
         buffer = self.buffer
         if buffer is not None:
-            taken: list[V] = await buffer.next_ids(n)
-            return taken
+            return await buffer.next_ids(n)
         if check_count(n, most=self.generator.max_batch) == 0:
             return []
         return await run_plan_async(self.generator._take_plan(n))
+
+    def stats(self) -> BufferStats | None:
+        """The asyncio buffer's statistics, or ``None`` when the generator is not buffered."""
+        return None if self.buffer is None else self.buffer.stats()
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__"):

@@ -79,6 +79,8 @@ class IdGenerator(ABC, Generic[V]):
         self.keys = KeySpace(prefix, namespace)
         self.namespace = self.keys.namespace
         self._nodes = nodes
+        self.redis_clock = nodes.clock
+        """The Redis clock this generator's scripts see (moved only by tests)."""
         self.floor = check_floor(floor)
         """The floor as given (compared when the factory is asked again); None: no floor."""
         self._floor: Callable[..., Any] | None = (

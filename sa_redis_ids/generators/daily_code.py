@@ -43,15 +43,15 @@ class DailyCodeParts:
 def check_code_prefix(prefix: object) -> str:
     """Validate a code prefix: 1–20 of ``[A-Za-z0-9_-]``, else :class:`ConfigError`."""
     if not isinstance(prefix, str):
-        raise ConfigError(f"prefix must be a str, not {type(prefix).__name__}")
+        raise ConfigError(f"code_prefix must be a str, not {type(prefix).__name__}")
     if not prefix:
-        raise ConfigError("prefix must not be empty; use 1 to 20 of A-Z a-z 0-9 _ -")
+        raise ConfigError("code_prefix must not be empty; use 1 to 20 of A-Z a-z 0-9 _ -")
     if len(prefix) > MAX_PREFIX_LENGTH:
         raise ConfigError(
-            f"prefix={prefix!r} is {len(prefix)} characters long; at most {MAX_PREFIX_LENGTH} fit"
+            f"code_prefix={prefix!r} is {len(prefix)} characters long; at most {MAX_PREFIX_LENGTH} fit"
         )
     if not _PREFIX.fullmatch(prefix):
-        raise ConfigError(f"prefix={prefix!r} may only hold A-Z a-z 0-9 _ and -")
+        raise ConfigError(f"code_prefix={prefix!r} may only hold A-Z a-z 0-9 _ and -")
     return prefix
 
 
@@ -113,14 +113,23 @@ class DailyCodeGenerator(DatedGenerator[str]):
         """The code of counter ``counter`` on ``day``."""
         if not 0 <= counter <= self.counter_max:
             raise ValueError(f"counter {counter} does not fit {self.digits} digits")
-        return f"{self._head(day)}{counter:0{self.digits}d}"
+        head: str = self._part(day)
+        return f"{head}{counter:0{self.digits}d}"
 
     def compose_all(self, day: date, counters: range) -> list[str]:
-        head, digits = self._head(day), self.digits
+        head: str = self._part(day)
+        digits = self.digits
         return [f"{head}{counter:0{digits}d}" for counter in counters]
 
-    def _head(self, day: date) -> str:
+    def _day_part(self, day: date) -> str:
+        """The code's head: the prefix and the day's ``YYYYMMDD``."""
         return f"{self.prefix}{day.year:04d}{day.month:02d}{day.day:02d}"
+
+    def _compose(self, part: str, first: int, n: int, step: int) -> list[str]:
+        digits = self.digits
+        if n == 1:
+            return [f"{part}{first:0{digits}d}"]
+        return [f"{part}{counter:0{digits}d}" for counter in range(first, first + n * step, step)]
 
     def parse(self, code: str) -> DailyCodeParts:
         """Prefix, day, counter and issuing node of ``code``; ``ValueError`` if it is not a code

@@ -235,11 +235,20 @@ class DatePrefixedGenerator(BufferedGenerator[int], DatedGenerator[int]):
         """The value of counter part ``counter`` on ``day``."""
         if not 0 <= counter < self._scale:
             raise ValueError(f"counter {counter} does not fit {self.counter_digits} digits")
-        return int(prefix_text(self.fmt, day)) * self._scale + counter
+        base: int = self._part(day)
+        return base + counter
 
     def compose_all(self, day: date, counters: range) -> list[int]:
-        base = int(prefix_text(self.fmt, day)) * self._scale
-        return [base + counter for counter in counters]
+        base: int = self._part(day)
+        return list(range(base + counters.start, base + counters.stop, counters.step))
+
+    def _day_part(self, day: date) -> int:
+        """The day's prefix as a number, shifted above the counter digits."""
+        return int(prefix_text(self.fmt, day)) * self._scale
+
+    def _compose(self, part: int, first: int, n: int, step: int) -> list[int]:
+        base = part + first
+        return [base] if n == 1 else list(range(base, base + n * step, step))
 
     def parse(self, value: int) -> DatePrefixedParts:
         """The day, counter part and issuing node of ``value``; ``ValueError`` if it is not one."""

@@ -20,10 +20,9 @@ from __future__ import annotations
 
 from abc import abstractmethod
 from collections.abc import Callable
-from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import date, timedelta
-from typing import TYPE_CHECKING, Any, Generic
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from sa_redis_ids.errors import (
     ConfigError,
@@ -33,26 +32,42 @@ from sa_redis_ids.errors import (
     ScriptError,
 )
 from sa_redis_ids.generators.base import IdGenerator, V
-from sa_redis_ids.generators.day_window import DayClock, day_label, day_start_ms, label_day
+from sa_redis_ids.generators.day_window import (
+    DayClock,
+    DayWindow,
+    day_label,
+    day_start_ms,
+    label_day,
+)
 from sa_redis_ids.generators.highwater import heal_args, logger
-from sa_redis_ids.redis.plans import now, run_plan
+from sa_redis_ids.redis.plans import Command, Plan, Run, run_plan
 from sa_redis_ids.redis.scripts import NeedsFloor, OutOfWindow, check_reply, reply_text
 from sa_redis_ids.validation import check_day
 
 if TYPE_CHECKING:
+    from sa_redis_ids.lock import Redlock
     from sa_redis_ids.redis.nodes import Node, NodeSet
+
+P = TypeVar("P")
 
 Floor = Callable[[date], int]
 """``floor(day)``: the highest counter part already used on ``day`` (0 when none)."""
 
-Locker = Callable[[str, "list[Node]"], AbstractContextManager[Any]]
-"""``locker(name, nodes)``: a context manager holding a lock of that name on ``nodes`` (a Redlock)."""
+Locker = Callable[[str, "list[Node]"], "Redlock"]
+"""``locker(name, nodes)``: a new :class:`~sa_redis_ids.lock.Redlock` of that name on ``nodes``
+(seeding holds it with its plans, so it works on the sync and the asyncio driver alike)."""
 
 DAY_INIT_LOCK_TTL = 10.0
 """Seconds the first-of-day Redlock is held at most (one floor query and one script call)."""
 
 ATTEMPTS = 6
 """Script calls one take may need: a window rebuilt after a miss, a day seeded from its floor."""
+
+FLOOR_NONE, FLOOR_ASK, FLOOR_FIRST, FLOOR_GIVEN = "none", "ask", "first", "given"
+"""What ``dated_take`` is told about the floor (its ARGV[4])."""
+
+MAX_CACHED_DAYS = 64
+"""Days whose value part (prefix number, code head) a generator keeps; more clear the cache."""
 
 FIRST_LABEL_DAY = date(1000, 1, 1)
 LAST_LABEL_DAY = date(9999, 12, 30)
@@ -71,6 +86,60 @@ class DatedBlock(Generic[V]):
     values: list[V]
     redis_now_ms: int
     day_end_ms: int
+
+
+class _Day(Generic[P]):
+    """A day of a window: its label, the UTC ms it ends, and its value part (see ``_day_part``)."""
+
+    __slots__ = ("day", "end_ms", "label", "part")
+
+    def __init__(self, day: date, label: str, end_ms: int, part: P):
+        self.day = day
+        self.label = label
+        self.end_ms = end_ms
+        self.part = part
+
+
+class _Window(Generic[P]):
+    """A day window prepared for ``dated_take``: KEYS, the window's ARGV and its days, built once
+    per window (every call of the window reuses them)."""
+
+    __slots__ = ("args", "days", "keys", "last", "positions", "window")
+
+    def __init__(self, generator: DatedGenerator[Any], window: DayWindow):
+        self.window = window
+        keys = [generator.purge_key, generator.claim_key, generator._store_key()]
+        if generator.storage == "key":
+            keys += [generator._day_key(label) for label in window.labels]
+        self.keys: list[bytes] = [key.encode() for key in keys]
+        self.args: tuple[bytes, ...] = tuple(arg.encode() for arg in window.args)
+        self.days: tuple[_Day[P], ...] = tuple(
+            _Day(day, label, window.bounds[i + 1], generator._part(day))
+            for i, (day, label) in enumerate(zip(window.days, window.labels, strict=True))
+        )
+        positions: dict[str | bytes, int] = {}
+        for i, label in enumerate(window.labels):
+            positions[label] = positions[label.encode()] = i
+        self.positions = positions
+        """The window position of a day label, as text or as the bytes a reply holds."""
+        self.last = len(window.days) - 1
+
+
+class _NodeArgs:
+    """What ``dated_take`` is told about one node on every call: its claim and counter limit."""
+
+    __slots__ = ("claim", "claim_arg", "limit", "limit_text", "storage")
+
+    def __init__(self, claim: str, limit: int, storage: tuple[bytes, bytes]):
+        self.claim = claim
+        self.claim_arg = claim.encode()
+        self.limit = limit
+        self.limit_text = str(limit).encode()
+        self.storage = storage
+
+
+_Taken = tuple[list[V], _Day[Any], int]
+"""What one node's take answers: the values, their day, and the Redis time they were taken at."""
 
 
 class DatedGenerator(IdGenerator[V]):
@@ -104,6 +173,10 @@ class DatedGenerator(IdGenerator[V]):
         self._locker = locker
         self.grace_ms: int = grace_ms
         self.purge_key = self.keys.key(self.strategy, "purged")
+        self._storage_args = (self.storage.encode(), str(grace_ms).encode())
+        self._per_node: list[_NodeArgs | None] = [None] * len(nodes)
+        self._prepared: _Window[Any] | None = None
+        self._parts: dict[date, Any] = {}
 
     # -- what subclasses define -------------------------------------------------------------
 
@@ -114,6 +187,26 @@ class DatedGenerator(IdGenerator[V]):
     def compose_all(self, day: date, counters: range) -> list[V]:
         """The values of ``counters`` on ``day`` (subclasses compute the day's part once)."""
         return [self.compose(day, counter) for counter in counters]
+
+    def _day_part(self, day: date) -> Any:
+        """What :meth:`_compose` needs of ``day`` (a prefix number, a code's head), computed once
+        per day; by default the day itself."""
+        return day
+
+    def _compose(self, part: Any, first: int, n: int, step: int) -> list[V]:
+        """The values of counter parts ``first, first + step, …`` (``n`` of them) of the day
+        whose :meth:`_day_part` is ``part``."""
+        return self.compose_all(part, range(first, first + n * step, step))
+
+    def _part(self, day: date) -> Any:
+        """:meth:`_day_part` of ``day``, cached."""
+        parts = self._parts
+        found = parts.get(day, parts)
+        if found is parts:
+            if len(parts) >= MAX_CACHED_DAYS:
+                parts.clear()
+            found = parts[day] = self._day_part(day)
+        return found
 
     @abstractmethod
     def day_and_counter(self, value: V) -> tuple[date, int]:
@@ -146,96 +239,127 @@ class DatedGenerator(IdGenerator[V]):
     # -- taking values ----------------------------------------------------------------------
 
     def _take(self, n: int) -> list[V]:
-        return self._take_block(n).values
+        return run_plan(self._take_plan(n))
+
+    def _take_plan(self, n: int) -> Plan[list[V]]:
+        taken = yield from self._call_plan(lambda node: self._take_on(node, n))
+        return taken[0]
 
     def _take_block(self, n: int) -> DatedBlock[V]:
         """``n`` values of the current day in one round trip (more only on a window miss or seeding)."""
-        block: DatedBlock[V] = self._call(lambda node: self._take_on(node, n))
-        return block
+        return run_plan(self._take_block_plan(n))
 
-    def _take_on(self, node: Node, n: int) -> DatedBlock[V]:
+    def _take_block_plan(self, n: int) -> Plan[DatedBlock[V]]:
+        """The plan of :meth:`_take_block` (for a buffer on the asyncio driver)."""
+        values, day, now_ms = yield from self._call_plan(lambda node: self._take_on(node, n))
+        return DatedBlock(day.day, values, now_ms, day.end_ms)
+
+    def _take_on(self, node: Node, n: int) -> Plan[_Taken[V]]:
         """``n`` values of the day on ``node`` (more round trips to read or seed a floor)."""
-        return run_plan(self._with_floor_read_once(node, lambda: now(self._attempt, node, n)))
+        return self._with_floor_read_once(node, lambda: self._attempt(node, n))
 
-    def _attempt(self, node: Node, n: int) -> DatedBlock[V]:
-        claim = self.claim_for(node)
-        limit: int = node.counter_through(self.start, self.counter_max)
+    def _node_args(self, node: Node) -> _NodeArgs:
+        """What ``dated_take`` is told about ``node`` on every call (built once per node)."""
+        found = self._per_node[node.index]
+        if found is None:
+            claim = self.claim_for(node)
+            limit = node.counter_through(self.start, self.counter_max)
+            found = self._per_node[node.index] = _NodeArgs(claim, limit, self._storage_args)
+        return found
+
+    def _window(self) -> _Window[Any]:
+        """The current day window with its keys, arguments and days (built once per window)."""
+        window = self.clock.window
+        prepared = self._prepared
+        if prepared is None or prepared.window is not window:
+            prepared = self._prepared = _Window(self, window)
+        return prepared
+
+    def _attempt(self, node: Node, n: int) -> Plan[_Taken[V]]:
+        index = node.index
+        fixed: _NodeArgs = self._node_args(node)
+        limit = fixed.limit
         high = self.high
-        floor: str = (
-            "first" if self._floor is not None and not high.consulted(node.index) else "ask"
-        )
-        if self._floor is None:
-            floor = "none"
-        mark: tuple[str, int] = high.mark(node.index) or ("", 0)
-        guard_label: str = mark[0]
-        guard: int = mark[1]
-        days: list[date]
-        window: list[str]
+        floor = FLOOR_NONE
+        if self._floor is not None:
+            floor = FLOOR_ASK if high.consulted(index) else FLOOR_FIRST
+        mark: tuple[str, int] | None = high.mark(index)
+        guard_label, guard = ("", 0) if mark is None else mark
         for _ in range(ATTEMPTS):
-            days, window = self.clock.snapshot()
+            window: _Window[Any] = self._window()
             guard_text, heal_text, _ = heal_args(
-                guard, self.headroom, limit, ask=False, floor_read=floor == "given"
+                guard, self.headroom, limit, ask=False, floor_read=floor == FLOOR_GIVEN
             )
-            keys = [self.purge_key, self.claim_key, self._store_key()]
-            if self.storage == "key":
-                keys += [self._day_key(day_label(day)) for day in days]
-            reply = node.run(
+            reply = yield Run(
+                node,
                 "dated_take",
-                keys=keys,
-                args=[
+                window.keys,
+                [
                     n,
-                    claim,
-                    str(limit),
-                    self.clock.offset_ms,
+                    fixed.claim_arg,
+                    fixed.limit_text,
                     floor,
-                    self.storage,
-                    self.grace_ms,
+                    *fixed.storage,
                     guard_label,
                     guard_text,
                     heal_text,
-                    high.identities[node.index],
-                    *window,
+                    high.identities[index],
+                    *window.args,
                 ],
             )
+            if type(reply) is list and len(reply) == 7 and reply[0] == 0:
+                _, label, after, now_ms, _end, healed, identity = reply
+                position = window.positions.get(label)
+                if position is None:  # pragma: no cover - the script picks one of the window's days
+                    raise ScriptError(
+                        f"dated_take answered the day {label!r}, not one of the window's",
+                        namespace=self.namespace,
+                        node=node.name,
+                    )
+                day = window.days[position]
+                self._check_day(day.day)
+                counter = int(after)
+                if floor == FLOOR_GIVEN:
+                    high.set_consulted(index)
+                if healed:
+                    high.healed(node.name, reply_text(healed), str(counter - n))
+                high.answered(index, identity, (day.label, counter))
+                if position == window.last:  # the day changed: move the window on with it
+                    self.clock.recenter(int(now_ms))
+                step = node.count
+                first = self.start + (counter - n) * step + node.index
+                return self._compose(day.part, first, n, step), day, int(now_ms)
             try:
-                label, after, now_ms, end_ms, healed, identity = check_reply(
-                    reply, namespace=self.namespace, node=node, claim=claim
-                )
+                check_reply(reply, namespace=self.namespace, node=node, claim=fixed.claim)
             except OutOfWindow as exc:
                 self.clock.recenter(exc.now_ms)
                 continue
             except NeedsFloor as exc:
                 found, current = exc.detail
-                day = label_day(found)
+                day_found = label_day(found)
                 if current:  # the counter exists: read the floor of its day and guard with it
                     seen = guard if found == guard_label else 0
-                    guard_label, guard = found, max(seen, self._floor_counter(node, day))
-                    floor = "given"
+                    read = yield from self._floor_counter(node, day_found)
+                    guard_label, guard = found, max(seen, read)
+                    floor = FLOOR_GIVEN
                 else:  # the day has no counter: seed it from the floor under the day's lock
                     try:
-                        self._seed([node], day)
+                        yield from self._seed([node], day_found)
                     except LockNotAcquired as exc:
                         if len(self._nodes) == 1:
                             raise
                         raise RedisUnavailable(  # another node can answer meanwhile
-                            f"another process holds this node's lock of {day} (it is seeding it)",
+                            f"another process holds this node's lock of {day_found} (it is "
+                            "seeding it)",
                             namespace=self.namespace,
                             node=node.name,
                         ) from exc
-                    high.set_consulted(node.index)
-                    floor = "ask"
+                    high.set_consulted(index)
+                    floor = FLOOR_ASK
                 continue
-            text = reply_text(label)
-            day = label_day(text)
-            self._check_day(day)
-            counter = int(after)
-            if floor == "given":
-                high.set_consulted(node.index)
-            if healed:
-                high.healed(node.name, reply_text(healed), str(counter - n))
-            high.answered(node.index, identity, (text, counter))
-            values = self.compose_all(day, node.values(self.start, counter, n))
-            return DatedBlock(day, values, int(now_ms), int(reply_text(end_ms)))
+            raise ScriptError(  # pragma: no cover - check_reply raises for every other reply
+                f"unexpected dated_take reply {reply!r}", namespace=self.namespace, node=node.name
+            )
         raise ScriptError(
             f"no value after {ATTEMPTS} attempts: the Redis clock kept leaving the day window "
             "or the day's counter kept disappearing",
@@ -243,24 +367,29 @@ class DatedGenerator(IdGenerator[V]):
             node=node.name,
         )
 
-    def _floor_counter(self, node: Node, day: date) -> int:
+    def _floor_counter(self, node: Node, day: date) -> Plan[int]:
         """The counter of ``node`` above which every value of ``day`` is above the floor."""
-        return node.counter_through(self.start, self._read_floor(day))
+        used = yield from self._read_floor(day)
+        return node.counter_through(self.start, used)
 
     # -- first-of-day seeding ----------------------------------------------------------------
 
     def _lock_name(self, day: date) -> str:
         return f"{self.namespace}.{self.strategy}.{day_label(day)}"
 
-    def _exists(self, node: Node, day: date) -> bool:
-        def action(node: Node) -> bool:
+    def _exists(self, node: Node, day: date) -> Plan[bool]:
+        label = day_label(day)
+
+        def action(node: Node) -> Plan[bool]:
             if self.storage == "hash":
-                return bool(node.client.hexists(self._store_key(), day_label(day)))
-            return bool(node.client.exists(self._day_key(day_label(day))))
+                found = yield Command(node, "hexists", self._store_key(), label)
+            else:
+                found = yield Command(node, "exists", self._day_key(label))
+            return bool(found)
 
-        return self._nodes.on(node, self.namespace, action)
+        return self._nodes.on_plan(node, self.namespace, action)
 
-    def _seed(self, nodes: list[Node], day: date) -> list[Node]:
+    def _seed(self, nodes: list[Node], day: date) -> Plan[list[Node]]:
         """Create ``day``'s counter on each of ``nodes`` that lacks it; returns the nodes seeded.
 
         Without a floor the counter starts at 0. With one, each node on its own under the Redlock
@@ -269,40 +398,63 @@ class DatedGenerator(IdGenerator[V]):
         and set the counter so its next value is above the floor (only if still absent: the
         script checks atomically).
         """
+        seeded: list[Node] = []
         if self._floor is None:
-            return [node for node in nodes if self._set(node, day, 0, "init")[0] is None]
+            for node in nodes:
+                before, _ = yield from self._set(node, day, 0, "init")
+                if before is None:
+                    seeded.append(node)
+            return seeded
         if self._locker is None:
             raise ConfigError(
                 "floor= needs a lock for the first-of-day initialisation; build the generator "
                 "with RedisIds.date_prefixed or RedisIds.daily_code",
                 namespace=self.namespace,
             )
+        if self._nodes.asynchronous:  # no thread lock across a yield on the asyncio driver
+            for node in nodes:
+                if (yield from self._seed_from_floor(node, day)):
+                    seeded.append(node)
+            return seeded
         with self.high.seeding:  # one thread per process goes for the Redlock; the others wait
-            return [node for node in nodes if self._seed_from_floor(node, day)]
+            for node in nodes:
+                if (yield from self._seed_from_floor(node, day)):
+                    seeded.append(node)
+        return seeded
 
-    def _seed_from_floor(self, node: Node, day: date) -> bool:
+    def _seed_from_floor(self, node: Node, day: date) -> Plan[bool]:
         """Seed ``node``'s counter of ``day`` from the floor under the day's lock on ``node``."""
-        if self._exists(node, day):
+        if (yield from self._exists(node, day)):
             return False
         assert self._locker is not None
-        with self._locker(self._lock_name(day), [node]):
-            if self._exists(node, day):
-                return False
-            self._refuse_purged(node, day)  # a purged day fails here, before a database query
-            return self._seed_one(node, day, self._read_floor(day))
+        lock = self._locker(self._lock_name(day), [node])
+        return (yield from lock.holding(lambda: self._seed_locked(node, day)))
 
-    def _seed_one(self, node: Node, day: date, used: int) -> bool:
+    def _seed_locked(self, node: Node, day: date) -> Plan[bool]:
+        """Under the day's lock: check again, then seed ``node``'s counter of ``day``."""
+        if (yield from self._exists(node, day)):
+            return False
+        yield from self._refuse_purged(node, day)  # a purged day fails here, before a query
+        used = yield from self._read_floor(day)
+        return (yield from self._seed_one(node, day, used))
+
+    def _seed_one(self, node: Node, day: date, used: int) -> Plan[bool]:
         """Create ``node``'s counter of ``day`` above the floor ``used`` (plus the headroom when
         the day already has values: they may be followed by values not yet in the database)."""
         limit = node.counter_through(self.start, self.counter_max)
         counter = node.counter_through(self.start, used)
         _, seeded, _ = heal_args(counter, self.headroom, limit, ask=False)
         _, vanished, _ = heal_args(counter, self.headroom, limit, ask=False, floor_read=True)
-        return self._set(node, day, int(seeded), "seed", vanished=int(vanished))[0] is None
+        before, _ = yield from self._set(node, day, int(seeded), "seed", vanished=int(vanished))
+        return before is None
 
-    def _refuse_purged(self, node: Node, day: date) -> None:
+    def _refuse_purged(self, node: Node, day: date) -> Plan[None]:
         label = day_label(day)
-        marker = self._nodes.on(node, self.namespace, lambda n: n.client.get(self.purge_key))
+
+        def action(node: Node) -> Plan[Any]:
+            return (yield Command(node, "get", self.purge_key))
+
+        marker = yield from self._nodes.on_plan(node, self.namespace, action)
         if marker is not None and label <= reply_text(marker):
             raise DayPurged(
                 f"day {label} is at or before the purge marker {reply_text(marker)}",
@@ -310,24 +462,25 @@ class DatedGenerator(IdGenerator[V]):
                 node=node.name,
             )
 
-    def _read_floor(self, day: date) -> int:
-        return run_plan(self._highest_used(day, what="the highest counter used that day"))
+    def _read_floor(self, day: date) -> Plan[int]:
+        return self._highest_used(day, what="the highest counter used that day")
 
     def _set(
         self, node: Node, day: date, counter: int, mode: str, *, vanished: int | None = None
-    ) -> tuple[int | None, int]:
+    ) -> Plan[tuple[int | None, int]]:
         """Run ``dated_set`` on ``node`` (mode "init", "seed" or "raise"; ``vanished``: the value
         "seed" sets instead when the day's key vanished); ``(before or None, after)``."""
 
-        def action(node: Node) -> tuple[int | None, int]:
+        def action(node: Node) -> Plan[tuple[int | None, int]]:
             claim = self.claim_for(node)
             keys = [self.purge_key, self.claim_key, self._store_key()]
             if self.storage == "key":
                 keys.append(self._day_key(day_label(day)))
-            reply = node.run(
+            reply = yield Run(
+                node,
                 "dated_set",
-                keys=keys,
-                args=[
+                keys,
+                [
                     claim,
                     day_label(day),
                     self.storage,
@@ -341,7 +494,7 @@ class DatedGenerator(IdGenerator[V]):
             text = reply_text(before)
             return (int(text) if text else None), int(reply_text(after))
 
-        return self._nodes.on(node, self.namespace, action)
+        return self._nodes.on_plan(node, self.namespace, action)
 
     # -- maintenance and reseeding -------------------------------------------------------------
 
@@ -363,7 +516,7 @@ class DatedGenerator(IdGenerator[V]):
         last: BaseException | None = None
         for node in self._nodes.nodes:
             try:
-                created = bool(self._seed([node], day)) or created
+                created = bool(run_plan(self._seed([node], day))) or created
             except (RedisUnavailable, LockNotAcquired) as exc:
                 errors[node.name] = last = exc
         if last is not None and len(errors) == len(self._nodes):
@@ -469,6 +622,7 @@ class DatedGenerator(IdGenerator[V]):
         self.check_claims()
         result: list[tuple[str, int | None, int]] = []
         for node in self._nodes.nodes:
-            before, after = self._set(node, day, node.counter_through(self.start, used), "raise")
+            counter = node.counter_through(self.start, used)
+            before, after = run_plan(self._set(node, day, counter, "raise"))
             result.append((node.name, before, after))
         return result

@@ -7,13 +7,12 @@ day whose boundaries hold it; if the Redis time is outside the window, the scrip
 time it read, the window is rebuilt around that time and the call is repeated. DST-correct
 because every boundary comes from ``zoneinfo``.
 
-Test seam: ``offset_ms`` is added to Redis ``TIME`` inside the script. Production never sets it;
-tests use :func:`sa_redis_ids.testing.shift_time` to cross midnight on purpose.
+Tests cross midnight by moving the node set's :class:`~sa_redis_ids.redis.nodes.RedisClock`
+(:func:`sa_redis_ids.testing.shift_time`); no script takes a time argument.
 """
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable
 from datetime import date, datetime, timedelta, timezone
@@ -22,7 +21,10 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from sa_redis_ids.errors import ConfigError
 
 DAYS_BEFORE = 1
-DAYS_AFTER = 2
+DAYS_AFTER = 1
+"""The window: yesterday, today and tomorrow (by the last Redis time seen). A call that lands on
+its last day moves the window on, so crossing midnight costs no extra round trip (only a clock
+jump does), and a node whose clock is a little behind the others still finds its day in it."""
 
 
 def zone(name: str) -> ZoneInfo:
@@ -56,43 +58,57 @@ def local_day(ms: int, tz: ZoneInfo) -> date:
     return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).astimezone(tz).date()
 
 
+class DayWindow:
+    """One day window: its days, their labels and UTC boundaries, and the script arguments.
+
+    Immutable; a :class:`DayClock` replaces its window as a whole, so a reader that takes
+    ``clock.window`` once sees days, keys and arguments that belong together.
+    """
+
+    __slots__ = ("args", "bounds", "days", "labels")
+
+    def __init__(self, days: list[date], tz: ZoneInfo):
+        bounds = [day_start_ms(day, tz) for day in days]
+        bounds.append(day_start_ms(days[-1] + timedelta(days=1), tz))
+        self.days: tuple[date, ...] = tuple(days)
+        self.labels: tuple[str, ...] = tuple(map(day_label, days))
+        self.bounds: tuple[int, ...] = tuple(bounds)
+        """The m + 1 boundaries: day ``d`` is ``bounds[d] <= ms < bounds[d + 1]``."""
+        self.args: tuple[str, ...] = (str(len(days)), *map(str, bounds), *self.labels)
+        """``[m, boundaries…, labels…]`` as ``pick_day`` in ``day_window.lua`` reads them."""
+
+
 class DayClock:
     """Builds the day-window arguments a date-keyed script needs, for one time zone.
 
-    ``now`` (app server time in seconds, injectable) only seeds the first window; after a miss the
+    ``now`` (app server time in seconds, injectable) only seeds the first window; after that the
     window follows the Redis time the script reported.
     """
 
     def __init__(self, tz: str, *, now: Callable[[], float] = time.time):
         self.tz_name = tz
         self.tz = zone(tz)
-        self.offset_ms = 0
         self._now = now
-        self._lock = threading.Lock()
-        self._days: list[date] = []
-        self._args: list[str] = []
+        self.window: DayWindow
+        """The current window (replaced whole by :meth:`recenter`)."""
         self.recenter(int(now() * 1000))
 
     def recenter(self, around_ms: int) -> None:
         """Rebuild the window around UTC millisecond ``around_ms`` (as Redis sees it)."""
         today = local_day(around_ms, self.tz)
         days = [today + timedelta(days=d) for d in range(-DAYS_BEFORE, DAYS_AFTER + 1)]
-        bounds = [day_start_ms(day, self.tz) for day in days]
-        bounds.append(day_start_ms(days[-1] + timedelta(days=1), self.tz))
-        with self._lock:
-            self._days = days
-            self._args = [str(len(days)), *map(str, bounds), *map(day_label, days)]
+        self.window = DayWindow(days, self.tz)
 
     @property
     def days(self) -> list[date]:
         """The days of the current window, oldest first (their order matches per-day KEYS)."""
-        return list(self._days)
+        return list(self.window.days)
 
     def window_args(self) -> list[str]:
-        """``[m, boundaries…, labels…]`` as :func:`pick_day` in ``common.lua`` reads them."""
-        return list(self._args)
+        """``[m, boundaries…, labels…]`` as ``pick_day`` in ``day_window.lua`` reads them."""
+        return list(self.window.args)
 
     def snapshot(self) -> tuple[list[date], list[str]]:
         """Days and window arguments taken together, so per-day KEYS match the labels."""
-        with self._lock:
-            return list(self._days), list(self._args)
+        window = self.window
+        return list(window.days), list(window.args)

@@ -27,14 +27,16 @@ first use.
 from __future__ import annotations
 
 import secrets
-from collections.abc import Callable, Iterable
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Iterator
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from sa_redis_ids.bounds import BIGINT_MAX
 from sa_redis_ids.errors import ConfigError, RedisUnavailable, SequenceExhausted
 from sa_redis_ids.generators.base import IdGenerator, check_int_option
 from sa_redis_ids.generators.highwater import checked_floor
+from sa_redis_ids.redis.plans import CallFloor, Command, Effect, Plan, Run, run_plan
 from sa_redis_ids.redis.scripts import NeedsFloor, check_reply, reply_text
 from sa_redis_ids.validation import check_values
 
@@ -54,6 +56,8 @@ HEAL_ATTEMPTS = 12
 new generation once, and every other process marks its own positions again at most that often."""
 HEAL_BYTES = 1 << 20
 """Bytes of known positions sent per heal round trip."""
+FLOOR_CHUNK = 10_000
+"""Values taken per step from a floor that streams asynchronously."""
 
 
 class TakenPositions:
@@ -96,6 +100,58 @@ class TakenPositions:
             (index * (CHUNK_BITS // 8), bytes(chunk))
             for index, chunk in sorted(self.chunks.items())
         ]
+
+
+class _NodeCall:
+    """What the short-ID scripts are sent on one node at every call, fixed at construction."""
+
+    __slots__ = ("ask", "claim", "head", "heal_keys", "keys")
+
+    def __init__(
+        self,
+        *,
+        claim: str,
+        keys: tuple[str, ...],
+        heal_keys: tuple[str, ...],
+        head: tuple[bytes, bytes],
+        ask: bytes,
+    ):
+        self.claim = claim
+        self.keys = keys
+        """The bitmap, claim, total and generation keys (``short_id.lua``)."""
+        self.heal_keys = heal_keys
+        """The keys of ``short_id_heal.lua``."""
+        self.head = head
+        """The claim and the share size, as bytes."""
+        self.ask = ask
+        """Whether a missing total is reported first (the generator has a floor)."""
+
+
+class NextValues(Effect):
+    """Up to ``most`` values from an asynchronous iterator (a floor streaming on the asyncio
+    driver); fewer means it is done."""
+
+    __slots__ = ("iterator", "most")
+
+    def __init__(self, iterator: AsyncIterator[Any], most: int):
+        self.iterator = iterator
+        self.most = most
+
+    def run(self) -> Any:
+        raise ConfigError(
+            "floor= returned an asynchronous iterable: it needs the asyncio front end "
+            "(sa_redis_ids.asyncio.AsyncRedisIds)"
+        )
+
+    async def run_async(self) -> list[Any]:
+        values: list[Any] = []
+        iterator = self.iterator
+        while len(values) < self.most:
+            try:
+                values.append(await iterator.__anext__())
+            except StopAsyncIteration:
+                break
+        return values
 
 
 @dataclass(frozen=True)
@@ -151,6 +207,10 @@ class ShortIdGenerator(IdGenerator[int]):
         """Per node: the bitmap generation this process last saw (changes at every heal)."""
         self._missed = [False for _ in nodes.nodes]
         """Per node: a take recorded positions after the last heal's snapshot of them."""
+        self._heals = [0 for _ in nodes.nodes]
+        """Per node: how many heals of this process took their snapshot of its positions."""
+        self._calls = [self._call_for(node) for node in nodes.nodes]
+        """Per node: what every script call sends that never changes, computed once."""
 
     @property
     def max_value(self) -> int:
@@ -159,6 +219,22 @@ class ShortIdGenerator(IdGenerator[int]):
     @property
     def config(self) -> str:
         return f"short_id:pool_size={self.pool_size},offset={self.offset}"
+
+    def _call_for(self, node: Node) -> _NodeCall:
+        claim = self.claim_for(node)
+        return _NodeCall(
+            claim=claim,
+            keys=(self.bitmap_key, self.claim_key, self.total_key, self.generation_key),
+            heal_keys=(
+                self.bitmap_key,
+                self.claim_key,
+                self.total_key,
+                self._scratch_key,
+                self.generation_key,
+            ),
+            head=(claim.encode(), str(self.share_size(node)).encode()),
+            ask=b"0" if self._floor is None else b"1",
+        )
 
     def share_size(self, node: Node) -> int:
         """How many pool positions ``node`` owns (those ``≡ index mod count``)."""
@@ -181,68 +257,78 @@ class ShortIdGenerator(IdGenerator[int]):
         """The value of ``node``'s bit ``bit``."""
         return self.offset + bit * node.count + node.index
 
-    def _taker(self, n: int) -> Callable[[Node], list[int]]:
-        """An action taking ``n`` random free values of one node's share (all or none)."""
+    def _take_plan(self, n: int) -> Plan[list[int]]:
+        try:
+            return (yield from self._call_plan(lambda node: self._take_on(node, n)))
+        except SequenceExhausted:
+            if len(self._nodes) == 1:
+                raise
+            return (yield from self._take_spread(n))
 
-        def action(node: Node) -> list[int]:
-            claim = self.claim_for(node)
-            bits = self.share_size(node)
-            high = self.high
-            if self._floor is not None and not high.consulted(node.index):
-                with high.first_use(node.index):  # once per process and node, at first use
-                    if not high.consulted(node.index):
-                        self._heal(node, claim, floor=True)
-            for _ in range(HEAL_ATTEMPTS):
-                guard = high.mark(node.index) or 0
-                generation_sent = self._generations[node.index]
-                reply = node.run(
-                    "short_id",
-                    keys=[self.bitmap_key, self.claim_key, self.total_key, self.generation_key],
-                    args=[
-                        claim,
-                        bits,
-                        n,
-                        secrets.token_bytes(6 * n),
-                        guard,
-                        "0" if self._floor is None else "1",
-                        generation_sent,
-                        secrets.token_hex(8),
-                        high.identities[node.index],
-                    ],
-                )
-                try:
-                    text, total, generation, identity = check_reply(
-                        reply, namespace=self.namespace, node=node, claim=claim
-                    )
-                except NeedsFloor as exc:
-                    # lost: this process found the loss; it reads the floor and starts a new
-                    # generation, so every other process marks its own positions again at its
-                    # next call. Otherwise another process healed: mark our own positions.
-                    lost = exc.detail[-1] == "1"
-                    self._heal(node, claim, floor=lost and self._floor is not None, rewound=lost)
-                    high.identities[node.index] = exc.detail[-2]
-                    continue
-                positions = [int(bit) for bit in reply_text(text).split(",")]
-                with self.high.records:
-                    self._taken[node.index].add(positions)
-                    if self._generations[node.index] == generation_sent:
-                        self._generations[node.index] = reply_text(generation)
-                    else:  # a heal ran meanwhile and may have missed these: heal again next call
-                        self._generations[node.index] = STALE
-                        self._missed[node.index] = True
-                high.answered(node.index, identity, int(total))
-                first, step = self.offset + node.index, node.count
-                return [first + position * step for position in positions]
-            raise RedisUnavailable(
-                f"the node's bitmap was healed by other processes {HEAL_ATTEMPTS} times while "
-                "this call tried to take values; try again",
-                namespace=self.namespace,
-                node=node.name,
+    def _take_on(self, node: Node, n: int) -> Plan[list[int]]:
+        """``n`` random free values of ``node``'s share (all or none)."""
+        index = node.index
+        call = self._calls[index]
+        high = self.high
+        if self._floor is not None and not high.consulted(index):
+            # once per process and node, at first use: mark the table's values taken
+            yield from self._with_floor_read_once(node, lambda: self._first_heal(node))
+        generations = self._generations
+        for _ in range(HEAL_ATTEMPTS):
+            generation_sent = generations[index]
+            heals = self._heals[index]
+            reply = yield Run(
+                node,
+                "short_id",
+                call.keys,
+                [
+                    *call.head,
+                    n,
+                    secrets.token_bytes(6 * n),
+                    high.mark(index) or 0,
+                    call.ask,
+                    generation_sent,
+                    # a new generation only counts when this process saw none
+                    secrets.token_hex(8) if not generation_sent else "",
+                    high.identities[index],
+                ],
             )
+            try:
+                text, total, generation, identity = check_reply(
+                    reply, namespace=self.namespace, node=node, claim=call.claim
+                )
+            except NeedsFloor as exc:
+                # lost: this process found the loss; it reads the floor and starts a new
+                # generation, so every other process marks its own positions again at its
+                # next call. Otherwise another process healed: mark our own positions.
+                lost = exc.detail[-1] == "1"
+                yield from self._heal(node, floor=lost and self._floor is not None, rewound=lost)
+                high.identities[index] = exc.detail[-2]
+                continue
+            positions = [int(bit) for bit in reply_text(text).split(",")]
+            with high.records:
+                self._taken[index].add(positions)
+                if self._heals[index] == heals:  # the node's generation, seen with these
+                    generations[index] = reply_text(generation)
+                else:  # a heal ran meanwhile and may have missed these: heal again next call
+                    generations[index] = STALE
+                    self._missed[index] = True
+            high.answered(index, identity, int(total))
+            first, step = self.offset + index, node.count
+            return [first + position * step for position in positions]
+        raise RedisUnavailable(
+            f"the node's bitmap was healed by other processes {HEAL_ATTEMPTS} times while "
+            "this call tried to take values; try again",
+            namespace=self.namespace,
+            node=node.name,
+        )
 
-        return action
+    def _first_heal(self, node: Node) -> Plan[None]:
+        """Mark the floor's values taken on ``node`` unless another call of this process did."""
+        if not self.high.consulted(node.index):
+            yield from self._heal(node, floor=True)
 
-    def _heal(self, node: Node, claim: str, *, floor: bool, rewound: bool = False) -> None:
+    def _heal(self, node: Node, *, floor: bool, rewound: bool = False) -> Plan[None]:
         """Mark taken on ``node`` every position this process took and, with ``floor``, every
         value of the floor in ``node``'s share; raise the node's total to this process's mark.
 
@@ -250,65 +336,45 @@ class ShortIdGenerator(IdGenerator[int]):
         starts a new generation and every other process marks its own positions again at its
         next call; a process that only saw another generation adopts it after marking its own.
         """
+        index = node.index
+        call = self._calls[index]
         known = TakenPositions()  # this process's own positions and the floor's, OR-ed together
         if floor:
-            assert self._floor is not None
-            count, index = node.count, node.index
-            values = self._floor()
-            if isinstance(values, (str, bytes)) or not isinstance(values, Iterable):
-                raise ConfigError(
-                    f"floor() returned {values!r}; it must return the values already used "
-                    "(an iterable of ints)",
-                    namespace=self.namespace,
-                )
-            known.add(
-                (value - self.offset) // count
-                for value in values
-                if checked_floor(
-                    value, call="floor()", what="values already used", namespace=self.namespace
-                )
-                >= self.offset
-                and value <= self.max_value
-                and (value - self.offset) % count == index
-            )
+            yield from self._read_floor(node, known)
         with self.high.records:  # takes recorded after this are healed by the next heal
-            known.absorb(self._taken[node.index])
-            self._generations[node.index] = STALE
-            self._missed[node.index] = False
-        pieces = known.pieces()
-        guard = str(self.high.mark(node.index) or 0)
+            known.absorb(self._taken[index])
+            self._heals[index] += 1
+            self._generations[index] = STALE
+            self._missed[index] = False
+        guard = str(self.high.mark(index) or 0)
         rotate = secrets.token_hex(8) if rewound else ""
         added = 0
         batches: list[list[Any]] = [[]]
         size = 0
-        for offset, data in pieces:
+        for offset, data in known.pieces():
             if size >= HEAL_BYTES:
                 batches.append([])
                 size = 0
             batches[-1] += [offset, data]
             size += len(data)
+        generation: Any = ""
         for batch in batches:
-            reply = node.run(
+            reply = yield Run(
+                node,
                 "short_id_heal",
-                keys=[
-                    self.bitmap_key,
-                    self.claim_key,
-                    self.total_key,
-                    self._scratch_key,
-                    self.generation_key,
-                ],
-                args=[claim, guard, rotate, secrets.token_hex(8), *batch],
+                call.heal_keys,
+                [call.head[0], guard, rotate, secrets.token_hex(8), *batch],
             )
             changed, generation = check_reply(
-                reply, namespace=self.namespace, node=node, claim=claim
+                reply, namespace=self.namespace, node=node, claim=call.claim
             )
             added += int(changed)
             rotate = ""
         with self.high.records:
-            if not self._missed[node.index]:
-                self._generations[node.index] = reply_text(generation)
+            if not self._missed[index]:
+                self._generations[index] = reply_text(generation)
         if floor:
-            self.high.set_consulted(node.index)
+            self.high.set_consulted(index)
         if rewound or added:
             self.high.healed(
                 node.name,
@@ -316,16 +382,38 @@ class ShortIdGenerator(IdGenerator[int]):
                 f"a bitmap with {added} positions marked taken again",
             )
 
-    def _take(self, n: int) -> list[int]:
-        try:
-            values: list[int] = self._call(self._taker(n))
-        except SequenceExhausted:
-            if len(self._nodes) == 1:
-                raise
-            return self._take_spread(n)
-        return values
+    def _read_floor(self, node: Node, known: TakenPositions) -> Plan[None]:
+        """Add to ``known`` the positions of ``node``'s share among the floor's values, streamed
+        as the floor yields them (an asynchronous iterable in chunks, on the asyncio driver)."""
+        assert self._floor is not None
+        values = yield CallFloor(self._floor)
+        if isinstance(values, (str, bytes)) or not (isinstance(values, (Iterable, AsyncIterable))):
+            raise ConfigError(
+                f"floor() returned {values!r}; it must return the values already used "
+                "(an iterable of ints)",
+                namespace=self.namespace,
+            )
+        if isinstance(values, Iterable):
+            known.add(self._floor_positions(node, values))
+            return
+        iterator = values.__aiter__()
+        while True:
+            chunk = yield NextValues(iterator, FLOOR_CHUNK)
+            known.add(self._floor_positions(node, chunk))
+            if len(chunk) < FLOOR_CHUNK:
+                return
 
-    def _take_spread(self, n: int) -> list[int]:
+    def _floor_positions(self, node: Node, values: Iterable[Any]) -> Iterator[int]:
+        """The positions in ``node``'s share of the floor's ``values`` (each checked)."""
+        count, index, low, high = node.count, node.index, self.offset, self.max_value
+        for value in values:
+            checked_floor(
+                value, call="floor()", what="values already used", namespace=self.namespace
+            )
+            if low <= value <= high and (value - low) % count == index:
+                yield (value - low) // count
+
+    def _take_spread(self, n: int) -> Plan[list[int]]:
         """Near a full pool the node in turn may have too little left: take what each node has.
 
         Several round trips; all or nothing: if the nodes together cannot give ``n`` values, the
@@ -337,18 +425,18 @@ class ShortIdGenerator(IdGenerator[int]):
             if want == 0:
                 break
             try:
-                used = self._nodes.on(
-                    node, self.namespace, lambda node: int(node.client.bitcount(self.bitmap_key))
-                )
+                used = yield from self._nodes.on_plan(node, self.namespace, self._bitcount)
                 count = min(want, self.share_size(node) - used)
                 if count > 0:
-                    taken += self._nodes.on(node, self.namespace, self._taker(count))
+                    taken += yield from self._nodes.on_plan(
+                        node, self.namespace, partial(self._take_on, n=count)
+                    )
             except (SequenceExhausted, RedisUnavailable):
                 continue  # taken meanwhile by another process, or down: try the next node
         if len(taken) == n:
             return taken
         if taken:
-            self._mark(taken, 0)
+            yield from self._mark_plan(taken, 0)
             with self.high.records:  # given back: not ours to mark again after a loss
                 for value in taken:
                     node, position = self.locate(value)
@@ -358,7 +446,16 @@ class ShortIdGenerator(IdGenerator[int]):
             namespace=self.namespace,
         )
 
+    def _bitcount(self, node: Node) -> Plan[int]:
+        """How many positions of ``node``'s share are taken."""
+        used = yield Command(node, "bitcount", self.bitmap_key)
+        return int(used)
+
     def _mark(self, values: Iterable[int], bit: int) -> int:
+        """:meth:`_mark_plan` on sync clients."""
+        return run_plan(self._mark_plan(values, bit))
+
+    def _mark_plan(self, values: Iterable[int], bit: int) -> Plan[int]:
         """Set the bits of ``values`` to ``bit`` on their nodes; how many changed.
 
         Every value is located (and so validated) before anything is sent.
@@ -372,19 +469,16 @@ class ShortIdGenerator(IdGenerator[int]):
             node = self._nodes.nodes[index]
             for start in range(0, len(positions), MAX_BATCH):
                 chunk = positions[start : start + MAX_BATCH]
-
-                def action(node: Node, chunk: list[int] = chunk) -> int:
-                    claim = self.claim_for(node)
-                    reply = node.run(
-                        "short_id_mark",
-                        keys=[self.bitmap_key, self.claim_key],
-                        args=[claim, bit, *chunk],
-                    )
-                    (count,) = check_reply(reply, namespace=self.namespace, node=node, claim=claim)
-                    return int(count)
-
-                changed += self._nodes.on(node, self.namespace, action)
+                changed += yield from self._nodes.on_plan(
+                    node, self.namespace, partial(self._mark_on, positions=chunk, bit=bit)
+                )
         return changed
+
+    def _mark_on(self, node: Node, positions: list[int], bit: int) -> Plan[int]:
+        call = self._calls[node.index]
+        reply = yield Run(node, "short_id_mark", call.keys[:2], [call.head[0], bit, *positions])
+        (count,) = check_reply(reply, namespace=self.namespace, node=node, claim=call.claim)
+        return int(count)
 
     def release(self, value: int) -> bool:
         """Give ``value`` back to the pool so it can be issued again; True if it was taken."""
@@ -416,9 +510,7 @@ class ShortIdGenerator(IdGenerator[int]):
 
     def stats(self) -> ShortIdStats:
         """Issued, free and fill ratio of the whole pool (``BITCOUNT`` on every node)."""
-        counts = self._nodes.each(
-            self.namespace, lambda node: int(node.client.bitcount(self.bitmap_key))
-        )
+        counts = run_plan(self._nodes.each_plan(self.namespace, self._bitcount))
         issued = sum(counts)
         return ShortIdStats(
             issued=issued, free=self.pool_size - issued, fill_ratio=issued / self.pool_size

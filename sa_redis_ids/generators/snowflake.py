@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, ClassVar
 
 from sa_redis_ids.errors import ConfigError, ScriptError
 from sa_redis_ids.generators.base import IdGenerator, check_count, check_int_option
-from sa_redis_ids.redis.plans import now, run_plan
+from sa_redis_ids.redis.plans import Plan, Run, run_plan
 from sa_redis_ids.redis.scripts import NeedsFloor, check_reply, reply_text
 
 if TYPE_CHECKING:
@@ -158,11 +158,27 @@ class SnowflakeLayout:
             raise ValueError(
                 f"sequence {sequence} does not fit; it must be 0 to {self.max_sequence}"
             )
-        return (
-            (since << (self.shard_bits + self.sequence_bits))
-            | (shard << self.sequence_bits)
-            | sequence
-        )
+        return self._compose_run(since, sequence, 1, self.max_sequence + 1, shard, 1, 0)[0]
+
+    def _compose_run(
+        self, since: int, slot: int, n: int, slots: int, shard: int, step: int, index: int
+    ) -> list[int]:
+        """The IDs of ``n`` consecutive slots from slot ``slot`` of millisecond ``since`` (after
+        the epoch) for ``shard``, a millisecond holding ``slots`` slots; slot ``s`` is sequence
+        ``s·step + index`` (node ``index`` of ``step`` owns those). The one place IDs are packed;
+        its inputs are trusted (:meth:`compose` checks them, the generator has them from Redis).
+        """
+        time_shift = self.shard_bits + self.sequence_bits
+        shard_part = shard << self.sequence_bits
+        values: list[int] = []
+        extend = values.extend
+        while n > 0:
+            take = min(n, slots - slot)
+            first = ((since << time_shift) | shard_part) + slot * step + index
+            extend(range(first, first + take * step, step))
+            n -= take
+            since, slot = since + 1, 0
+        return values
 
     def parse(self, value: int) -> SnowflakeParts:
         """Decode an ID of this layout into its UTC time, shard and sequence."""
@@ -216,11 +232,34 @@ def check_shard(shard: object, layout: SnowflakeLayout) -> int:
     return shard
 
 
-class SnowflakeClock:
-    """The generator's Redis time source. ``offset_ms`` is a test seam (see sa_redis_ids.testing)."""
+NO_GUARD = (-1, 0)
+"""A guard (millisecond, slot) below every state: nothing to guard."""
 
-    def __init__(self) -> None:
-        self.offset_ms = 0
+
+class _NodeCall:
+    """What the snowflake script is sent on one node at every call, fixed at construction: the
+    claim, the slots per millisecond, the keys and the constant arguments (as bytes)."""
+
+    __slots__ = ("claim", "head", "headroom", "keys", "slots", "state")
+
+    def __init__(
+        self,
+        *,
+        claim: str,
+        slots: int,
+        keys: tuple[str, str],
+        head: tuple[bytes, ...],
+        headroom: bytes,
+        state: bytes,
+    ):
+        self.claim = claim
+        self.slots = slots
+        self.keys = keys
+        self.head = head
+        """The claim, epoch, last millisecond, slots per millisecond and tolerance."""
+        self.headroom = headroom
+        self.state = state
+        """The floor argument while no floor is read: ``none`` (no floor) or ``ask``."""
 
 
 class SnowflakeGenerator(IdGenerator[int]):
@@ -255,10 +294,11 @@ class SnowflakeGenerator(IdGenerator[int]):
             )
         self.headroom = self.tolerance_ms if headroom is None else headroom
         """Milliseconds a lost or rewound state resumes after the later of the guard and the clock."""
-        self.clock = SnowflakeClock()
         self.state_key = self.keys.key(self.strategy)
         self._check_time_span(int(now() * 1000))
         self._check_nodes(len(nodes))
+        self._calls = [self._call_for(node) for node in nodes.nodes]
+        """Per node: what every script call sends that never changes, computed once."""
 
     def _check_time_span(self, now_ms: int) -> None:
         layout = self.layout
@@ -303,68 +343,72 @@ class SnowflakeGenerator(IdGenerator[int]):
         # The tolerance does not shape IDs, so changing it must not trip the node claim.
         return f"tolerance_ms={self.tolerance_ms}"
 
+    def _call_for(self, node: Node) -> _NodeCall:
+        layout = self.layout
+        claim = self.claim_for(node)
+        slots = self.slots_per_ms(node)
+        fixed = (claim, layout.epoch_ms, layout.max_ms, slots, self.tolerance_ms)
+        return _NodeCall(
+            claim=claim,
+            slots=slots,
+            keys=(self.state_key, self.claim_key),
+            head=tuple(str(arg).encode() for arg in fixed),
+            headroom=str(self.headroom).encode(),
+            state=b"none" if self._floor is None else b"ask",
+        )
+
     def slots_per_ms(self, node: Node) -> int:
         """How many sequence values of a millisecond ``node`` owns (those ``≡ index mod count``)."""
         return node.counter_through(0, self.layout.max_sequence)
 
     def next_id(self, shard: int = 0) -> int:
         """One new ID for ``shard`` (ValueError if the shard does not fit its bits)."""
-        return self.next_ids(1, shard=shard)[0]
+        check_shard(shard, self.layout)
+        return run_plan(self._take_plan(1, shard))[0]
 
     def next_ids(self, n: int, shard: int = 0) -> list[int]:
         """``n`` new IDs for ``shard`` in one Redis round trip, increasing (``[]`` for 0)."""
         check_shard(shard, self.layout)
         if check_count(n, most=self.max_batch) == 0:
             return []
-        return self._take(n, shard)
+        return run_plan(self._take_plan(n, shard))
 
-    def _take(self, n: int, shard: int = 0) -> list[int]:
-        values: list[int] = self._call(lambda node: self._take_on(node, n, shard))
-        return values
+    def _take_plan(self, n: int, shard: int = 0) -> Plan[list[int]]:
+        """``n`` (>= 1) IDs for ``shard`` (already checked) from the next node that answers."""
+        return self._call_plan(lambda node: self._take_on(node, n, shard))
 
-    def _take_on(self, node: Node, n: int, shard: int) -> list[int]:
+    def _take_on(self, node: Node, n: int, shard: int) -> Plan[list[int]]:
         """``n`` IDs of ``node``: one round trip, two when the floor must be read first."""
-        return run_plan(
-            self._with_floor_read_once(node, lambda: now(self._attempt, node, n, shard))
-        )
+        if self._floor is None:
+            return self._attempt(node, n, shard)
+        return self._with_floor_read_once(node, lambda: self._attempt(node, n, shard))
 
-    def _attempt(self, node: Node, n: int, shard: int) -> list[int]:
-        layout = self.layout
-        claim = self.claim_for(node)
-        slots = self.slots_per_ms(node)
+    def _attempt(self, node: Node, n: int, shard: int) -> Plan[list[int]]:
+        call = self._calls[node.index]
+        slots = call.slots
         high = self.high
+        index = node.index
         floor: tuple[int, int] | None = None
-        if self._floor is not None and not high.consulted(node.index):
-            floor = self._floor_slot(slots)  # once per process and node: a rewind while idle
+        if self._floor is not None and not high.consulted(index):
+            floor = yield from self._floor_slot(slots)  # once per process and node
         for _ in range(2):
-            guard = max(high.mark(node.index) or (-1, 0), floor or (-1, 0))
-            state = "none" if self._floor is None else "ask" if floor is None else "given"
-            reply = node.run(
+            guard = max(high.mark(index) or NO_GUARD, floor or NO_GUARD)
+            state = call.state if floor is None else b"given"
+            reply = yield Run(
+                node,
                 "snowflake",
-                keys=[self.state_key, self.claim_key],
-                args=[
-                    n,
-                    claim,
-                    layout.epoch_ms,
-                    layout.max_ms,
-                    slots,
-                    self.tolerance_ms,
-                    self.clock.offset_ms,
-                    guard[0],
-                    guard[1],
-                    state,
-                    self.headroom,
-                    high.identities[node.index],
-                ],
+                call.keys,
+                [n, *call.head, guard[0], guard[1], state, call.headroom, high.identities[index]],
             )
             try:
-                *parts, healed, identity = check_reply(
-                    reply, namespace=self.namespace, node=node, claim=claim
+                first_ms, first, last_ms, last, healed, identity = check_reply(
+                    reply, namespace=self.namespace, node=node, claim=call.claim
                 )
             except NeedsFloor:
-                floor = self._floor_slot(slots)
+                floor = yield from self._floor_slot(slots)
                 continue
-            first_ms, first, last_ms, last = (int(part) for part in parts)
+            first_ms, first = int(first_ms), int(first)
+            last_ms, last = int(last_ms), int(last)
             if (first_ms * slots + first) + n - 1 != last_ms * slots + last:
                 raise ScriptError(
                     f"snowflake script answered slots {first_ms}:{first} to {last_ms}:{last} "
@@ -373,23 +417,23 @@ class SnowflakeGenerator(IdGenerator[int]):
                     node=node.name,
                 )
             if floor is not None:
-                high.set_consulted(node.index)
+                high.set_consulted(index)
             if healed:
                 high.healed(node.name, reply_text(healed), f"{first_ms} ms after the epoch")
-            high.answered(node.index, identity, (last_ms, last))
-            return self._compose_run(first_ms, first, n, slots, shard, node)
+            high.answered(index, identity, (last_ms, last))
+            return self.layout._compose_run(first_ms, first, n, slots, shard, node.count, index)
         raise ScriptError(  # pragma: no cover - the second call carries the floor
             "the snowflake script asked for the floor twice",
             namespace=self.namespace,
             node=node.name,
         )
 
-    def _floor_slot(self, slots: int) -> tuple[int, int]:
+    def _floor_slot(self, slots: int) -> Plan[tuple[int, int]]:
         """The (millisecond since the epoch, slot) the floor's highest ID lies in, the whole
         millisecond counted as used; ``(-1, 0)`` (no guard) when the table holds no ID."""
-        used = run_plan(self._highest_used(what="the highest ID already used"))
+        used = yield from self._highest_used(what="the highest ID already used")
         if used == 0:
-            return -1, 0
+            return NO_GUARD
         try:
             parts = self.layout.parse(used)
         except ValueError as exc:
@@ -398,22 +442,6 @@ class SnowflakeGenerator(IdGenerator[int]):
                 namespace=self.namespace,
             ) from exc
         return parts.ms - self.layout.epoch_ms, slots - 1
-
-    def _compose_run(
-        self, ms: int, slot: int, n: int, slots: int, shard: int, node: Node
-    ) -> list[int]:
-        """The IDs of ``n`` consecutive slots from ``(ms, slot)``; slot s is sequence s·N + k."""
-        layout = self.layout
-        time_shift = layout.shard_bits + layout.sequence_bits
-        shard_part = shard << layout.sequence_bits
-        step = node.count
-        values: list[int] = []
-        while len(values) < n:
-            take = min(n - len(values), slots - slot)
-            first = (ms << time_shift) | shard_part | (slot * step + node.index)
-            values.extend(range(first, first + take * step, step))
-            ms, slot = ms + 1, 0
-        return values
 
     def parse(self, value: int) -> SnowflakeParts:
         """Decode an ID of this generator's layout: UTC time, milliseconds, shard, sequence."""

@@ -1,4 +1,5 @@
--- common.lua: helpers prepended to every script by sa_redis_ids/redis/scripts.py.
+-- common.lua: helpers prepended to every script (the library's and a user's own strategies')
+-- by sa_redis_ids/redis/scripts.py.
 -- Not a script on its own. Return-code convention of every script: a table whose first element
 -- is 0 (ok, payload follows) or a small error code mapped to an exception in one Python place
 -- (sa_redis_ids/redis/scripts.py, STATUS_*).
@@ -26,27 +27,10 @@ local function dec_gt(a, b)
   return a > b
 end
 
--- Milliseconds since the Unix epoch by the Redis server's clock, plus a test-only offset
--- (always "0" in production; see sa_redis_ids/clock.py).
-local function redis_now_ms(offset)
+-- Milliseconds since the Unix epoch by the Redis server's clock.
+local function redis_now_ms()
   local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) + tonumber(offset)
-end
-
--- Pick the local day that contains `now` from a day window passed in ARGV starting at `i`:
---   ARGV[i] = m (days), ARGV[i+1 .. i+m+1] = day boundaries in UTC ms (ascending),
---   ARGV[i+m+2 .. i+2m+1] = the m day labels ("YYYYMMDD").
--- Returns label, 0-based day index within the window, and the first ARGV index after the window;
--- label is nil when `now` lies outside the window (the caller answers STATUS_OUT_OF_WINDOW).
-local function pick_day(now, i)
-  local m = tonumber(ARGV[i])
-  local after = i + 2 * m + 2
-  for d = 0, m - 1 do
-    if now >= tonumber(ARGV[i + 1 + d]) and now < tonumber(ARGV[i + 2 + d]) then
-      return ARGV[i + m + 2 + d], d, after
-    end
-  end
-  return nil, nil, after
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
 -- The replication ID of this server (INFO replication, master_replid): it changes when a replica

@@ -1,6 +1,6 @@
 -- dated_take.lua: take the next n counter values of the current local day (DatePrefixed, DailyCode).
--- The day is the one of the window (ARGV[11...]) that holds the Redis time. Its counter is created
--- atomically here on first use, unless ARGV[5] says it must first be seeded from a floor. A counter
+-- The day is the one of the window (ARGV[10...]) that holds the Redis time. Its counter is created
+-- atomically here on first use, unless ARGV[4] says it must first be seeded from a floor. A counter
 -- below the guard (what this process already received that day, or the floor) is healed first.
 -- KEYS[1]  purge marker: label of the last purged day (absent: nothing purged)
 -- KEYS[2]  node claim key of the namespace
@@ -10,19 +10,18 @@
 -- ARGV[1]  n, how many values to take (>= 1)
 -- ARGV[2]  this node's claim, "index/count|config"
 -- ARGV[3]  highest counter value allowed on this node (decimal string)
--- ARGV[4]  test offset in ms added to Redis TIME ("0" in production)
--- ARGV[5]  the floor: "none" (no floor), "ask" (a missing counter, or one below the guard, is
+-- ARGV[4]  the floor: "none" (no floor), "ask" (a missing counter, or one below the guard, is
 --          reported, not healed), "first" (report the day even when its counter is sound: the
 --          process has not read the floor yet) or "given" (the guard includes the floor)
--- ARGV[6]  storage: "hash" or "key"
--- ARGV[7]  storage "key": ms after the day's end at which its key expires
--- ARGV[8]  label of the day the guard is for (the guard applies to that day only)
--- ARGV[9]  guard: that day's counter must already be at least this ("0": none)
--- ARGV[10] heal: the counter a missing or guarded counter of that day is set to (a day whose key
+-- ARGV[5]  storage: "hash" or "key"
+-- ARGV[6]  storage "key": ms after the day's end at which its key expires
+-- ARGV[7]  label of the day the guard is for (the guard applies to that day only)
+-- ARGV[8]  guard: that day's counter must already be at least this ("0": none)
+-- ARGV[9]  heal: the counter a missing or guarded counter of that day is set to (a day whose key
 --          vanished too; "0": a vanished day is refused with status 7)
--- ARGV[11] the node identity (replication ID) this process saw last ("": none yet); another one
+-- ARGV[10] the node identity (replication ID) this process saw last ("": none yet); another one
 --          means a failover or a restart: the day's counter is raised to at least the heal value
--- ARGV[12…] the day window: m, m+1 boundaries (UTC ms), m labels (see pick_day in common.lua)
+-- ARGV[11…] the day window: m, m+1 boundaries (UTC ms), m labels (see pick_day in day_window.lua)
 -- Returns  {0, label, counter after taking n (decimal string), Redis now ms, day end ms, healed,
 --          identity}: healed is "" when the counter was sound, else the counter it was healed
 --          from ("-": it was missing)
@@ -34,12 +33,13 @@
 --          {6, label, counter or ""} the floor of the day must be read first: nothing taken
 --          {7, label}                the day's key vanished without a purge (expired or
 --                                    evicted) and there is neither guard nor floor: nothing taken
+--! include day_window
 local recorded = claim_node(KEYS[2], ARGV[2])
 if recorded then
   return {2, recorded}
 end
-local now = redis_now_ms(ARGV[4])
-local label, d = pick_day(now, 12)
+local now = redis_now_ms()
+local label, d = pick_day(now, 11)
 if not label then
   return {5, now}
 end
@@ -47,14 +47,14 @@ local marker = redis.call('GET', KEYS[1])
 if marker and label <= marker then
   return {4, label, marker}
 end
-local day_end = ARGV[14 + d]
+local day_end = ARGV[13 + d]
 local n = ARGV[1]
-local floor = ARGV[5]
-local hash = ARGV[6] == 'hash'
+local floor = ARGV[4]
+local hash = ARGV[5] == 'hash'
 local key = KEYS[4 + d]
 local guard, heal = '0', '0'
-if label == ARGV[8] then
-  guard, heal = ARGV[9], ARGV[10]
+if label == ARGV[7] then
+  guard, heal = ARGV[8], ARGV[9]
 end
 
 local current
@@ -69,7 +69,7 @@ end
 -- a "key" day that has no key but is in the index had one: it expired or was evicted
 local vanished = not hash and not current and redis.call('SISMEMBER', KEYS[3], label) == 1
 local identity = node_identity()
-local moved = ARGV[11] ~= '' and identity ~= ARGV[11]
+local moved = ARGV[10] ~= '' and identity ~= ARGV[10]
 local low = (current and dec_gt(guard, current)) or (not current and guard ~= '0')
 local healed = ''
 if low or moved or (not current and (floor == 'ask' or vanished)) then
@@ -87,14 +87,14 @@ if heal ~= '0' and (low or moved or vanished) and (not current or dec_gt(heal, c
     redis.call('HSET', KEYS[3], label, heal)
   elseif healed == '-' then
     redis.call('SET', key, heal)
-    redis.call('PEXPIREAT', key, string.format('%.0f', tonumber(day_end) + tonumber(ARGV[7])))
+    redis.call('PEXPIREAT', key, string.format('%.0f', tonumber(day_end) + tonumber(ARGV[6])))
     redis.call('SADD', KEYS[3], label)
   else
     redis.call('SET', key, heal, 'KEEPTTL')
   end
 elseif not current and not hash then
   redis.call('SET', key, '0')
-  redis.call('PEXPIREAT', key, string.format('%.0f', tonumber(day_end) + tonumber(ARGV[7])))
+  redis.call('PEXPIREAT', key, string.format('%.0f', tonumber(day_end) + tonumber(ARGV[6])))
   redis.call('SADD', KEYS[3], label)
 end
 

@@ -15,7 +15,8 @@
 -- ARGV[6]  "1": report a missing total (the generator has a floor to apply first), "0": a
 --          missing total with no guard is a new pool
 -- ARGV[7]  the generation this process last saw ("": none yet)
--- ARGV[8]  a new generation token, set when the node has none and this process saw none
+-- ARGV[8]  a new generation token, set when the node has none and this process saw none (only
+--          read when ARGV[7] is "", so a process that saw one may send "")
 -- ARGV[9]  the node identity (replication ID) this process saw last ("": none yet); another one
 --          means a failover or a restart: the bitmap must be healed
 -- Returns  {0, "p1,p2,…", total, generation, identity}: the positions taken, in order, as one

@@ -12,14 +12,13 @@
 -- ARGV[5]  slots per millisecond on this node (its share of the sequence values)
 -- ARGV[6]  tolerance: how far (ms) the clock may be behind `seen` and still be served; without
 --          state (new namespace, or state lost) the first millisecond is clock + tolerance + 1
--- ARGV[7]  test-only offset added to Redis TIME ("0" in production)
--- ARGV[8]  guard ms, ARGV[9] guard slot: the state must already be at or past this slot ("-1":
+-- ARGV[7]  guard ms, ARGV[8] guard slot: the state must already be at or past this slot ("-1":
 --          no guard); the last slot this process received from the node, or the database's floor
--- ARGV[10] the floor: "none" (no floor), "ask" (a missing state, or one below the guard, is
+-- ARGV[9]  the floor: "none" (no floor), "ask" (a missing state, or one below the guard, is
 --          reported, not healed) or "given" (the guard includes the floor)
--- ARGV[11] headroom: a missing or guarded state resumes this many ms after the later of the
+-- ARGV[10] headroom: a missing or guarded state resumes this many ms after the later of the
 --          guard and the clock
--- ARGV[12] the node identity (replication ID) this process saw last ("": none yet); another one
+-- ARGV[11] the node identity (replication ID) this process saw last ("": none yet); another one
 --          means a failover or a restart: the state is raised as if it were below the guard
 -- Returns  {0, first ms, first slot, last ms, last slot, healed, identity}: the slots run on from
 --          the first to the last, a full millisecond at a time (slot counts restart at 0 each
@@ -41,20 +40,20 @@ if recorded then
 end
 local n = tonumber(ARGV[1])
 local slots = tonumber(ARGV[5])
-local now = redis_now_ms(ARGV[7]) - tonumber(ARGV[3])
+local now = redis_now_ms() - tonumber(ARGV[3])
 if now < 0 then
   return {30, -now}
 end
 local state = redis.call('HMGET', KEYS[1], 'ms', 'c', 'seen')
 local last_ms, last_c, seen = tonumber(state[1]), tonumber(state[2]), tonumber(state[3])
-local guard_ms, guard_c = tonumber(ARGV[8]), tonumber(ARGV[9])
+local guard_ms, guard_c = tonumber(ARGV[7]), tonumber(ARGV[8])
 local healed = ''
 local identity = node_identity()
-local moved = ARGV[12] ~= '' and identity ~= ARGV[12]
+local moved = ARGV[11] ~= '' and identity ~= ARGV[11]
 local low = last_ms and guard_ms >= 0
   and (last_ms < guard_ms or (last_ms == guard_ms and last_c < guard_c))
 if not last_ms or low or moved then
-  if ARGV[10] == 'ask' then
+  if ARGV[9] == 'ask' then
     return {6, last_ms and whole(last_ms) or ''}
   end
   -- No state: a new namespace, or this node lost it (FLUSHALL, failover to a lagging replica).
@@ -65,7 +64,7 @@ if not last_ms or low or moved then
   if guard_ms > base then
     base = guard_ms
   end
-  local target = base + tonumber(ARGV[11])
+  local target = base + tonumber(ARGV[10])
   if not last_ms or last_ms < target then
     if last_ms or guard_ms >= 0 then
       healed = last_ms and whole(last_ms) or '-'

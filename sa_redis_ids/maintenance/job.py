@@ -397,8 +397,8 @@ class Maintenance:
     ) -> date:
         """The generator's current day in its time zone, from ``now`` or from Redis ``TIME``.
 
-        The Redis reading is shifted by the generator's test clock offset, so a test that moved
-        the generator's clock (``sa_redis_ids.testing.shift_time``) moves its maintenance day too.
+        The Redis reading follows the generator's Redis clock, so a test that moved it
+        (``sa_redis_ids.testing.shift_time``) moves its maintenance day too.
         """
         clock: Any = getattr(generator, "clock", None)
         if clock is None:
@@ -409,7 +409,7 @@ class Maintenance:
         if now is not None:
             return now.astimezone(clock.tz).date()
         ms = self._redis_time_ms() if redis_ms is None else redis_ms
-        return local_day(ms + int(getattr(clock, "offset_ms", 0)), clock.tz)
+        return local_day(ms + generator.redis_clock.shift_ms, clock.tz)
 
     def _redis_time_ms(self) -> int:
         def action(node: Node) -> int:

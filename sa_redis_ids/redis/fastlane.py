@@ -9,7 +9,7 @@ directly, so a script call costs little more than a ``PING``.
 It stays correct where the general path is: a forked child never uses its parent's connection;
 ``NOSCRIPT`` loads the script and retries once; on any connection trouble, a ``MOVED``/``ASK``
 redirect or a cluster that is not ready, the held connection is dropped and the call goes the
-general way (with redis-py's own retries and redirect handling), so reconnects, failovers and
+general way (a timeout drops the connection and is raised) (with redis-py's own retries and redirect handling), so reconnects, failovers and
 cluster resharding behave exactly as without the fast path. A connection goes back to its pool
 when its thread ends.
 """
@@ -26,11 +26,13 @@ from redis.cluster import RedisCluster
 from redis.commands.core import Script
 from redis.exceptions import AskError, ClusterDownError, NoScriptError, TryAgainError
 
-#: Errors after which the held connection is dropped and the call retried the general way.
+#: Errors after which the held connection is dropped and the call retried the general way (a
+#: timeout is not among them: the server was reached and did not answer in time, and waiting a
+#: second time would double what a call spends on a hung node).
 FALLBACK_ERRORS: tuple[type[BaseException], ...] = (
     redis.ConnectionError,
-    redis.TimeoutError,
-    OSError,
+    ConnectionResetError,
+    BrokenPipeError,
     AskError,  # includes MovedError
     TryAgainError,
     ClusterDownError,
@@ -88,7 +90,10 @@ class FastLane:
         found = held.get(id(pool))
         if found is not None and found.connection is not None and found.pid == os.getpid():
             return found
-        connection = pool.get_connection("EVALSHA")
+        try:
+            connection = pool.get_connection()
+        except TypeError:  # redis-py before 5.3 names the command
+            connection = pool.get_connection("EVALSHA")
         found = held[id(pool)] = _Held(pool, connection)
         return found
 

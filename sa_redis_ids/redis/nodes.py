@@ -16,6 +16,7 @@ unavailable, never as a script error. At its first use a node's eviction policy 
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import threading
 import time
@@ -128,6 +129,26 @@ def _hash_tag(key: Any) -> str | None:
     return text[start + 1 : end] if 0 <= start < end else None
 
 
+class RedisClock:
+    """How far the Redis clock the scripts of a set of nodes see is moved from Redis ``TIME``.
+
+    Always 0 in production. A test moves it (:func:`sa_redis_ids.testing.shift_time`) to cross
+    midnight or step the clock back without touching the server: scripts then run in a variant
+    whose time function adds :attr:`shift_ms`, and Python code that predicts Redis time (day
+    windows, buffer deadlines) reads :meth:`monotonic`.
+    """
+
+    __slots__ = ("shift_ms",)
+
+    def __init__(self) -> None:
+        self.shift_ms = 0
+
+    def monotonic(self) -> float:
+        """``time.monotonic()`` moved by the shift, in seconds."""
+        shift = self.shift_ms
+        return time.monotonic() + shift * 0.001 if shift else time.monotonic()
+
+
 class Node:
     """One independent Redis deployment (a server, a Sentinel service or a whole cluster) and its
     position in the set.
@@ -147,8 +168,11 @@ class Node:
         replicas: int = 0,
         replica_timeout: float = DEFAULT_REPLICA_TIMEOUT,
         strict: bool = False,
+        clock: RedisClock | None = None,
     ):
         self.client = client
+        self.clock = RedisClock() if clock is None else clock
+        """The (test-movable) Redis clock the node's scripts see, shared by a node set."""
         self.index = index
         self.count = count
         self._name = name
@@ -168,6 +192,9 @@ class Node:
         self._lock = threading.Lock()
         self._checked = False
         self._refusal: str | None = None
+        self._first_use_lock: asyncio.Lock | None = None
+        self._loaded: set[str] = set()
+        """Digests of the scripts loaded on this asyncio node."""
         self.asynchronous = is_async_client(client)
         """Whether the client is a ``redis.asyncio`` one (run by the asyncio driver)."""
         if self.asynchronous and self.replicas and hasattr(client, "get_primaries"):
@@ -187,14 +214,17 @@ class Node:
         return self._name
 
     def script(self, name: str) -> Script:
-        """The registered script ``lua/<name>.lua`` for this node's client (registered once)."""
-        found = self._scripts.get(name)
+        """The registered script ``name`` for this node's client (registered once; see
+        :func:`~sa_redis_ids.redis.scripts.script_source` for names of a user's own scripts)."""
+        shift = self.clock.shift_ms
+        key = name if not shift else f"{name}@{shift}"
+        found = self._scripts.get(key)
         if found is None:
             with self._lock:
-                found = self._scripts.get(name)
+                found = self._scripts.get(key)
                 if found is None:
-                    found = self.client.register_script(script_source(name))
-                    self._scripts[name] = found
+                    found = self.client.register_script(script_source(name, shift))
+                    self._scripts[key] = found
         return found
 
     def run(self, name: str, keys: Sequence[Any], args: Sequence[Any]) -> Any:
@@ -227,8 +257,11 @@ class Node:
         """:meth:`run` on a ``redis.asyncio`` client."""
         if not self._checked:
             await self.first_use_async(_hash_tag(keys[0]) if keys else None)
+        script = self.script(name)
+        if script.sha not in self._loaded:
+            await self._load_async(script)
         if not self.replicas:
-            return await self.script(name)(keys=keys, args=args)
+            return await script(keys=keys, args=args)
         reply, acknowledged = await run_acknowledged_async(
             self.client,
             self.script(name),
@@ -238,6 +271,15 @@ class Node:
             timeout_ms=self._wait_ms,
         )
         return self._acknowledged(reply, acknowledged, keys)
+
+    async def _load_async(self, script: Any) -> None:
+        """Load ``script`` once before its first call: redis-py's asyncio cluster client can fail
+        when several tasks answer the same ``NOSCRIPT`` at once."""
+        assert self._first_use_lock is not None  # made by first_use_async
+        async with self._first_use_lock:
+            if script.sha not in self._loaded:
+                await self.client.script_load(script.script)
+                self._loaded.add(script.sha)
 
     def _acknowledged(self, reply: Any, acknowledged: int, keys: Sequence[Any]) -> Any:
         """``reply``, unless fewer than ``replicas`` replicas acknowledged its write."""
@@ -266,10 +308,16 @@ class Node:
             raise ConfigError(self._refusal, namespace=namespace, node=self.name)
 
     async def first_use_async(self, namespace: str | None = None) -> None:
-        """:meth:`first_use` on a ``redis.asyncio`` client (concurrent first calls may each
-        check; the verdict is the same)."""
-        if not self._checked and self._refusal is None:
-            self._judge(await eviction_risk_async(self.client, self.name))
+        """:meth:`first_use` on a ``redis.asyncio`` client; concurrent first calls wait for the
+        one that sets the client up."""
+        if self._first_use_lock is None:
+            self._first_use_lock = asyncio.Lock()
+        async with self._first_use_lock:  # one task sets the client up (a cluster's slot map)
+            if not self._checked and self._refusal is None:
+                initialize = getattr(self.client, "initialize", None)
+                if initialize is not None:
+                    await initialize()
+                self._judge(await eviction_risk_async(self.client, self.name))
         if self._refusal is not None:
             raise ConfigError(self._refusal, namespace=namespace, node=self.name)
 
@@ -323,6 +371,8 @@ class NodeSet:
         if not clients:
             raise ValueError("at least one Redis client is needed")
         count = len(clients)
+        self.clock = RedisClock()
+        """The Redis clock every node of the set shows its scripts (moved by tests only)."""
         self.nodes = [
             Node(
                 client,
@@ -332,9 +382,12 @@ class NodeSet:
                 replicas=replicas,
                 replica_timeout=replica_timeout,
                 strict=strict,
+                clock=self.clock,
             )
             for i, client in enumerate(clients)
         ]
+        if len({node.asynchronous for node in self.nodes}) > 1:
+            raise ConfigError("the Redis clients mix redis.asyncio and sync ones; use one kind")
         self.retry_after = retry_after
         timeouts = [socket_timeout_of(node.client) for node in self.nodes]
         known = [timeout for timeout in timeouts if timeout is not None]

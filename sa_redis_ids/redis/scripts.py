@@ -59,13 +59,53 @@ class NeedsFloor(SaRedisIdsError):
         super().__init__(f"the floor must be read first ({', '.join(detail)})", **kw)
 
 
+INCLUDE = "--! include "
+"""A line ``--! include NAME`` in a script is replaced by the script file ``NAME`` (once)."""
+
+
+def _script_file(name: str) -> str:
+    """The text of script ``name``: ``"sequence"`` is the library's ``lua/sequence.lua``;
+    ``"package:path/to/file"`` is ``path/to/file.lua`` inside the importable ``package`` (a user's
+    own strategy ships its Lua in its own package this way)."""
+    package, _, path = name.rpartition(":")
+    try:
+        if package:
+            resource = resources.files(package).joinpath(f"{path}.lua")
+        else:
+            resource = resources.files("sa_redis_ids").joinpath(f"lua/{path}.lua")
+        return resource.read_text(encoding="utf-8")
+    except (ModuleNotFoundError, FileNotFoundError, NotADirectoryError, TypeError) as exc:
+        raise ConfigError(
+            f"no Lua script {name!r}: expected a library script name or 'package:path' naming "
+            "path.lua inside an importable package"
+        ) from exc
+
+
 @cache
-def script_source(name: str) -> str:
-    """The text of ``lua/<name>.lua`` with ``common.lua`` prepended."""
-    folder = resources.files("sa_redis_ids") / "lua"
-    common = (folder / "common.lua").read_text(encoding="utf-8")
-    body = (folder / f"{name}.lua").read_text(encoding="utf-8")
-    return f"{common}\n{body}"
+def script_source(name: str, shift_ms: int = 0) -> str:
+    """The text of script ``name`` (see :func:`_script_file`) with ``common.lua`` prepended and
+    its ``--! include`` lines resolved.
+
+    ``shift_ms`` (tests only, see :func:`sa_redis_ids.testing.shift_time`) builds a variant whose
+    ``redis_now_ms()`` runs that many milliseconds ahead of Redis ``TIME``; the library's own
+    calls always use the unshifted text, and no script takes a time argument.
+    """
+    parts = [_script_file("common")]
+    if shift_ms:
+        parts.append(
+            "local unshifted_now_ms = redis_now_ms\n"
+            f"redis_now_ms = function() return unshifted_now_ms() + ({int(shift_ms)}) end"
+        )
+    included: set[str] = set()
+    for line in _script_file(name).splitlines():
+        if line.startswith(INCLUDE):
+            include = line[len(INCLUDE) :].strip()
+            if include not in included:
+                included.add(include)
+                parts.append(_script_file(include))
+        else:
+            parts.append(line)
+    return "\n".join(parts) + "\n"
 
 
 def reply_text(value: Any) -> str:

@@ -1,6 +1,6 @@
 """Put a date-keyed generator's Redis clock at a chosen instant, through the test seam.
 
-The seam (``clock.offset_ms``) shifts Redis ``TIME`` as the generator's scripts see it; these
+The generator's Redis clock (``redis_clock.shift_ms``) shifts Redis ``TIME`` as its scripts see it; these
 helpers compute the shift that puts "now" at an absolute UTC instant or a local wall-clock time.
 """
 
@@ -30,7 +30,7 @@ def shift_to_local(generator: Any, day: date, at: time) -> None:
 
 def seen_now_ms(generator: Any) -> int:
     """The Redis time ``generator`` sees now (with its offset)."""
-    return redis_time_ms(generator) + int(generator.clock.offset_ms)
+    return redis_time_ms(generator) + int(generator.redis_clock.shift_ms)
 
 
 def seen_today(generator: Any) -> date:
