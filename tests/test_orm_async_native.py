@@ -4,10 +4,7 @@
 (``add_all`` + ``commit``/``flush``) and the bulk path (``execute(insert(Model), rows)``); the
 flush hooks and the column default await ``next_ids(n)`` on the loop from SQLAlchemy's greenlet.
 Drivers: aiosqlite, asyncpg, and aiomysql on MariaDB. Each test drives its own loop with
-``asyncio.run``, and makes its redis.asyncio clients inside it.
-
-Until ``AsyncRedisIds`` lands, generators are built by hand on the sequence strategy (the first
-that runs natively on asyncio).
+``asyncio.run``, and makes its ``AsyncRedisIds`` inside it.
 """
 
 from __future__ import annotations
@@ -19,12 +16,10 @@ import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
 import redis
-import redis.asyncio
 from sqlalchemy import BigInteger, Column, ForeignKey, Integer, SmallInteger, String, insert, select
 from sqlalchemy import create_engine as create_sync_engine
 from sqlalchemy.engine import make_url
@@ -39,17 +34,14 @@ from sqlalchemy.orm import (
 )
 from sqlalchemy.pool import AsyncAdaptedQueuePool
 
-from sa_redis_ids import ConfigError, RedisUnavailable, redis_id_column, register
+from sa_redis_ids import ConfigError, RedisIds, RedisUnavailable, redis_id_column, register
+from sa_redis_ids.asyncio import AsyncRedisIds
 from sa_redis_ids.generators.aio import AsyncIdGenerator
-from sa_redis_ids.generators.sequence import SequenceGenerator
 from sa_redis_ids.orm import assign_ids_async, check_column
 from sa_redis_ids.redis.connect import fail_fast_options
-from sa_redis_ids.redis.nodes import NodeSet
-from tests.support.orm import RoundTrips, fresh_base
+from tests.support.orm import STRATEGIES, STRATEGY_IDS, RoundTrips, Strategy, fresh_base
 from tests.support.servers import RedisServer
 from tests.support.services import REDIS_URL, missing
-
-Make = Callable[..., AsyncIdGenerator[Any]]
 
 
 @pytest.fixture
@@ -80,32 +72,23 @@ def no_threads(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @asynccontextmanager
-async def async_sequences(url: str = REDIS_URL, **options: Any) -> AsyncIterator[Make]:
-    """``make(namespace, **sequence_options)``: AsyncIdGenerators on one redis.asyncio client
-    under a private prefix; the keys are deleted and the client closed afterwards."""
+async def async_ids(url: str = REDIS_URL, **options: Any) -> AsyncIterator[AsyncRedisIds]:
+    """An ``AsyncRedisIds`` on ``url`` under a private prefix; its keys are deleted and its
+    clients closed afterwards."""
     prefix = f"t{uuid.uuid4().hex[:12]}"
-    client = redis.asyncio.Redis.from_url(url, **options)
+    ids = AsyncRedisIds.from_url(url, prefix=prefix, **options)
+    client = ids.nodes.nodes[0].client
     try:
         await client.ping()
     except (redis.ConnectionError, OSError):
-        await client.aclose()
+        await ids.aclose()
         missing(f"no Redis server at {url}")
-    nodes = NodeSet([client])
-
-    def make(namespace: str, **sequence_options: Any) -> AsyncIdGenerator[Any]:
-        return AsyncIdGenerator(SequenceGenerator(nodes, prefix, namespace, **sequence_options))
-
-    make.nodes = nodes  # type: ignore[attr-defined]
     try:
-        yield make
+        yield ids
     finally:
         async for key in client.scan_iter(match=f"{prefix}:*"):
             await client.delete(key)
-        await client.aclose()
-
-
-def trips_of(make: Make) -> RoundTrips:
-    return RoundTrips(SimpleNamespace(nodes=make.nodes))  # type: ignore[attr-defined, arg-type]
+        await ids.aclose()
 
 
 class Calls:
@@ -170,12 +153,12 @@ def _authors_and_posts(base: Any, authors: Any, posts: Any) -> tuple[Any, Any]:
 @pytest.mark.usefixtures("no_threads")
 def test_async_generators_fill_the_flush_and_the_bulk_path(async_url: str, base: Any) -> None:
     async def scenario() -> None:
-        async with async_sequences() as make:
+        async with async_ids() as ids:
             calls = Calls()
-            authors = calls.watch(make("authors", start=10))
-            posts = calls.watch(make("posts"))
+            authors = calls.watch(ids.sequence("authors", start=10))
+            posts = calls.watch(ids.sequence("posts"))
             Author, Post = _authors_and_posts(base, authors, posts)
-            trips = trips_of(make)
+            trips = RoundTrips(ids)
             engine = create_async_engine(async_url)
             try:
                 await _reset(engine, base)
@@ -221,6 +204,50 @@ def test_async_generators_fill_the_flush_and_the_bulk_path(async_url: str, base:
     asyncio.run(scenario())
 
 
+@pytest.mark.usefixtures("no_threads")
+@pytest.mark.parametrize("strategy", STRATEGIES, ids=STRATEGY_IDS)
+def test_every_strategy_fills_both_paths(strategy: Strategy, base: Any, tmp_path: Path) -> None:
+    """Each strategy of ``AsyncRedisIds`` under ``AsyncSession`` (aiosqlite, the real Redis): one
+    awaited round trip per flush and per bulk statement, values unique and the strategy's own."""
+
+    async def scenario() -> None:
+        async with async_ids() as ids:
+            generator = strategy.make(ids, "items")  # type: ignore[arg-type]
+
+            class Item(base):  # type: ignore[misc, valid-type]
+                __tablename__ = "native_items"
+                id: Mapped[Any] = redis_id_column(generator)
+                n: Mapped[int] = mapped_column(Integer)
+
+            trips = RoundTrips(ids)
+            engine = create_async_engine(f"sqlite+aiosqlite:///{tmp_path / 'items.sqlite3'}")
+            try:
+                await _reset(engine, base)
+                async with async_sessionmaker(engine, expire_on_commit=False)() as session:
+                    items = [Item(n=i) for i in range(20)]
+                    session.add_all(items)
+                    await session.commit()
+                    assert trips.take() == {"items": 1}
+                    await session.execute(insert(Item), [{"n": 20 + i} for i in range(30)])
+                    await session.commit()
+                    assert trips.take() == {"items": 1}
+                    rows = (await session.execute(select(Item.id, Item.n))).all()
+            finally:
+                await engine.dispose()
+            values = [row.id for row in rows]
+            assert sorted(row.n for row in rows) == list(range(50))
+            assert len(set(values)) == 50, "unique"
+            assert {item.id for item in items} <= set(values)
+            core = generator.generator
+            for value in values:
+                if hasattr(core, "parse"):
+                    core.parse(value)  # raises unless the strategy made it
+                else:  # ShortId: a position of its pool
+                    assert core.offset <= value <= core.max_value
+
+    asyncio.run(scenario())
+
+
 def _rows_model(base: Any, generator: Any) -> Any:
     class Row(base):  # type: ignore[misc, valid-type]
         __tablename__ = "native_rows"
@@ -240,9 +267,9 @@ def test_many_concurrent_tasks_get_unique_ids(async_url: str, base: Any) -> None
     every ID is there exactly once."""
 
     async def scenario() -> None:
-        async with async_sequences() as make:
+        async with async_ids() as ids:
             calls = Calls()
-            Row = _rows_model(base, calls.watch(make("rows")))
+            Row = _rows_model(base, calls.watch(ids.sequence("rows")))
             options: dict[str, Any] = {}
             if async_url.startswith("sqlite"):  # one writer at a time; the tasks queue for it
                 options = {
@@ -330,9 +357,9 @@ def test_the_event_loop_runs_while_a_reservation_waits_for_redis(
 
     async def scenario() -> None:
         # A generous socket timeout: the stall ends when the test resumes Redis, not before.
-        async with async_sequences(server.url, socket_timeout=60) as make:
+        async with async_ids(server.url, socket_timeout=60) as ids:
             calls = Calls()
-            Thing = _things_model(base, calls.watch(make("stalled")))
+            Thing = _things_model(base, calls.watch(ids.sequence("stalled")))
             engine = create_async_engine(f"sqlite+aiosqlite:///{tmp_path / 'stall.sqlite3'}")
             try:
                 await _reset(engine, base)
@@ -372,7 +399,7 @@ def test_a_sync_generator_under_async_session_blocks_the_loop_as_before(
     client = redis.Redis(
         host="127.0.0.1", port=server.port, **fail_fast_options(socket_timeout=0.5)
     )
-    generator = SequenceGenerator(NodeSet([client]), f"t{uuid.uuid4().hex[:12]}", "blocking")
+    generator = RedisIds(client, prefix=f"t{uuid.uuid4().hex[:12]}").sequence("blocking")
     Thing = _things_model(base, generator)
     seen: dict[str, int] = {}
 
@@ -420,11 +447,9 @@ def test_an_async_generator_under_a_sync_session_is_a_config_error(
 ) -> None:
     """Nothing drives an event loop under a plain Session: the flush and the statement are
     refused before any Redis call, and no coroutine is left un-awaited."""
-    client = redis.asyncio.Redis.from_url(REDIS_URL)
-    nodes = NodeSet([client])
-    generator = AsyncIdGenerator(SequenceGenerator(nodes, f"t{uuid.uuid4().hex[:12]}", "sync"))
-    trips = RoundTrips(SimpleNamespace(nodes=nodes))  # type: ignore[arg-type]
-    Thing = _things_model(base, generator)
+    ids = AsyncRedisIds.from_url(REDIS_URL, prefix=f"t{uuid.uuid4().hex[:12]}")  # no I/O yet
+    trips = RoundTrips(ids)
+    Thing = _things_model(base, ids.sequence("sync"))
     engine = create_sync_engine(f"sqlite:///{tmp_path / 'sync.sqlite3'}")
     base.metadata.create_all(engine)
     try:
@@ -447,8 +472,15 @@ def test_an_async_generator_under_a_sync_session_is_a_config_error(
 def test_column_checks_read_the_wrapped_generator(base: Any) -> None:
     """The bounds of an AsyncIdGenerator are its wrapped generator's: a column too narrow is
     refused when mappers configure, and ``redis_id_column`` picks the type that fits."""
-    nodes = NodeSet([redis.asyncio.Redis.from_url(REDIS_URL)])
-    generator = AsyncIdGenerator(SequenceGenerator(nodes, "unused", "checks"))
+    ids = AsyncRedisIds.embedded()
+    generator = ids.sequence("checks")
+    codes = ids.daily_code("codes", code_prefix="IS", digits=4)
+
+    class Coded(base):  # type: ignore[misc, valid-type]
+        __tablename__ = "native_coded"
+        code: Mapped[str] = redis_id_column(codes)
+
+    assert Coded.__table__.c.code.type.length == 14
 
     class Wide(base):  # type: ignore[misc, valid-type]
         __tablename__ = "native_wide"
