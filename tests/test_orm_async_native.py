@@ -191,8 +191,14 @@ def test_async_generators_fill_the_flush_and_the_bulk_path(async_url: str, base:
                     await session.commit()
                     assert trips.take() == {"authors": 1, "posts": 1}
 
+                    # Core executemany on the AsyncSession's connection: the column default
+                    conn = await session.connection()
+                    await conn.execute(Author.__table__.insert(), [{"name": "k1"}, {"name": "k2"}])
+                    await session.commit()
+                    assert trips.take() == {"authors": 1}
+
                     found = (await session.scalars(select(Author).order_by(Author.id))).all()
-                    assert [a.id for a in found] == list(range(10, 19))
+                    assert [a.id for a in found] == list(range(10, 21))
                     assert [len(a.posts) for a in found[:3]] == [2, 3, 2]
                     post_ids = (await session.scalars(select(Post.id).order_by(Post.id))).all()
                     assert post_ids == [*range(1, 8), 500]
