@@ -5,21 +5,23 @@ from __future__ import annotations
 import threading
 import warnings
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 from sa_redis_ids.buffering import Buffering
 from sa_redis_ids.errors import ConfigError
+from sa_redis_ids.generators import builtin as builtin
+from sa_redis_ids.generators import registry
 from sa_redis_ids.generators.base import IdGenerator
 from sa_redis_ids.generators.daily_code import DailyCodeGenerator
 from sa_redis_ids.generators.date_prefixed import DatePrefixedGenerator
 from sa_redis_ids.generators.day_counter import DAY_INIT_LOCK_TTL, Floor
+from sa_redis_ids.generators.registry import Context
 from sa_redis_ids.generators.sequence import SequenceGenerator
 from sa_redis_ids.generators.short_id import ShortIdGenerator
 from sa_redis_ids.generators.snowflake import (
     DEFAULT_TOLERANCE_MS,
     SnowflakeGenerator,
     SnowflakeLayout,
-    resolve_layout,
 )
 from sa_redis_ids.keys import DEFAULT_PREFIX, validate_namespace, validate_prefix
 from sa_redis_ids.lock import Redlock
@@ -30,6 +32,7 @@ from sa_redis_ids.redis.connect import (
     client_from_sentinel,
     client_from_url,
     embedded_client,
+    is_async_client,
     is_embedded,
     socket_timeout_of,
 )
@@ -38,6 +41,7 @@ from sa_redis_ids.redis.replication import DEFAULT_REPLICA_TIMEOUT, check_replic
 from sa_redis_ids.validation import check_bool, check_seconds
 
 G = TypeVar("G", bound=IdGenerator[Any])
+Ids = TypeVar("Ids", bound="RedisIdsBase")
 
 DAY_LOCK_WAIT_WITH_OTHERS = 1.0
 """Seconds a call waits for another process seeding one node's day when other nodes can answer."""
@@ -57,27 +61,14 @@ def check_client(client: object) -> None:
         )
 
 
-class RedisIds:
-    """Redis nodes plus a key prefix; the factory of every ID generator.
-
-    ``RedisIds(client)`` wraps an existing ``redis.Redis`` or ``redis.cluster.RedisCluster`` (a cluster
-    counts as one node); a list of clients makes N independent nodes, each issuing its own residue class.
-    Such a client waits on a hung server as long as its own ``socket_timeout`` (forever when it has
-    none: that warns); one call gives up after the longest socket timeout of the clients, not one
-    per node. Build your clients with ``redis.Redis(..., **fail_fast_options())``
-    (:func:`~sa_redis_ids.fail_fast_options`) to fail as fast as the ``from_url`` clients (1 s).
-
-    Options every constructor takes:
-
-    - ``replicas=N``: hand out only values that ``N`` replicas of the master acknowledged (Redis
-      ``WAIT``, sent in the same round trip as the script), so a failover to a replica cannot
-      re-issue them. Fewer acknowledgements within ``replica_timeout`` seconds raise
-      :class:`~sa_redis_ids.ReplicasNotAcknowledged` and the values are dropped. ``replica_timeout``
-      must be shorter than the client's socket timeout. ``0`` (the default) waits for nothing.
-    - ``strict=True``: refuse with :class:`~sa_redis_ids.ConfigError`, instead of a logged warning,
-      a Redis whose ``maxmemory-policy`` can evict the library's keys (checked at each node's first
-      use; skipped where ``CONFIG GET`` is not allowed).
+class RedisIdsBase:
+    """What the sync :class:`RedisIds` and :class:`~sa_redis_ids.asyncio.AsyncRedisIds` share:
+    the constructors, the nodes and key prefix, the registry-driven :meth:`generator` and the
+    lock. A subclass says whether its clients are ``redis.asyncio`` ones (``asynchronous``).
     """
+
+    asynchronous: ClassVar[bool] = False
+    """Whether this front end runs on ``redis.asyncio`` clients."""
 
     def __init__(
         self,
@@ -95,6 +86,14 @@ class RedisIds:
         retry_after = check_seconds("retry_after", retry_after, inclusive=True)  # 0: at once
         for each in clients:
             check_client(each)
+            if is_async_client(each) != self.asynchronous:
+                kind = f"{type(each).__module__}.{type(each).__name__}"
+                raise ConfigError(
+                    f"{kind} is a redis.asyncio client: use sa_redis_ids.asyncio.AsyncRedisIds"
+                    if not self.asynchronous
+                    else f"{kind} is a sync redis-py client: use sa_redis_ids.RedisIds, or "
+                    "give AsyncRedisIds a redis.asyncio client"
+                )
             if not is_embedded(each) and socket_timeout_of(each) is None:
                 warnings.warn(
                     f"the Redis client {each!r} has no socket timeout: a Redis server that hangs "
@@ -114,10 +113,11 @@ class RedisIds:
         )
         self._generators: dict[tuple[str, str], IdGenerator[Any]] = {}
         self._lock = threading.Lock()
+        self._context = Context(self.nodes, self.prefix, self._day_lock)
 
     @classmethod
     def from_url(
-        cls,
+        cls: type[Ids],
         url: str,
         *,
         prefix: str = DEFAULT_PREFIX,
@@ -128,11 +128,12 @@ class RedisIds:
         replica_timeout: float = DEFAULT_REPLICA_TIMEOUT,
         strict: bool = False,
         **redis_kwargs: Any,
-    ) -> RedisIds:
+    ) -> Ids:
         """One node from a ``redis://``, ``rediss://`` or ``unix://`` URL (``cluster=True``: a cluster)."""
         check_replica_options(replicas, replica_timeout)
         client = client_from_url(
             url,
+            asynchronous=cls.asynchronous,
             cluster=cluster,
             connect_timeout=connect_timeout,
             socket_timeout=socket_timeout,
@@ -148,7 +149,7 @@ class RedisIds:
 
     @classmethod
     def from_urls(
-        cls,
+        cls: type[Ids],
         urls: Sequence[str],
         *,
         prefix: str = DEFAULT_PREFIX,
@@ -159,7 +160,7 @@ class RedisIds:
         replica_timeout: float = DEFAULT_REPLICA_TIMEOUT,
         strict: bool = False,
         **redis_kwargs: Any,
-    ) -> RedisIds:
+    ) -> Ids:
         """N independent nodes. Keep the order fixed: node k's index is its place in this list."""
         check_replica_options(replicas, replica_timeout)
         if isinstance(urls, str) or not urls:
@@ -169,6 +170,7 @@ class RedisIds:
         clients = [
             client_from_url(
                 url,
+                asynchronous=cls.asynchronous,
                 connect_timeout=connect_timeout,
                 socket_timeout=socket_timeout,
                 **redis_kwargs,
@@ -186,7 +188,7 @@ class RedisIds:
 
     @classmethod
     def from_sentinel(
-        cls,
+        cls: type[Ids],
         sentinels: Sequence[str | tuple[str, int]],
         service_name: str,
         *,
@@ -199,7 +201,7 @@ class RedisIds:
         strict: bool = False,
         sentinel_kwargs: dict[str, Any] | None = None,
         **redis_kwargs: Any,
-    ) -> RedisIds:
+    ) -> Ids:
         """One node: the master of ``service_name`` as the Redis Sentinels name it.
 
         ``sentinels`` are ``"host:port"`` strings or ``(host, port)`` tuples. The master's address is
@@ -213,6 +215,7 @@ class RedisIds:
         client = client_from_sentinel(
             sentinels,
             service_name,
+            asynchronous=cls.asynchronous,
             connect_timeout=connect_timeout,
             socket_timeout=socket_timeout,
             sentinel_kwargs=sentinel_kwargs,
@@ -229,8 +232,8 @@ class RedisIds:
 
     @classmethod
     def embedded(
-        cls, *, prefix: str = DEFAULT_PREFIX, replicas: int = 0, strict: bool = False
-    ) -> RedisIds:
+        cls: type[Ids], *, prefix: str = DEFAULT_PREFIX, replicas: int = 0, strict: bool = False
+    ) -> Ids:
         """An in-process fakeredis (needs the ``embedded`` extra); its data dies with the process.
 
         It has no replicas (``replicas`` must be 0) and never evicts (``strict`` changes nothing).
@@ -239,10 +242,10 @@ class RedisIds:
         check_bool("strict", strict)
         if replicas:
             raise ConfigError("the embedded Redis has no replicas: replicas must be 0")
-        return cls(embedded_client(), prefix=prefix, strict=strict)
+        return cls(embedded_client(cls.asynchronous), prefix=prefix, strict=strict)
 
     @classmethod
-    def from_env(cls, url: str | None = None, **kwargs: Any) -> RedisIds:
+    def from_env(cls: type[Ids], url: str | None = None, **kwargs: Any) -> Ids:
         """``from_url(url)`` when a URL is given, else the embedded Redis."""
         return cls.from_url(url, **kwargs) if url else cls.embedded(**kwargs)
 
@@ -251,10 +254,24 @@ class RedisIds:
         """Every generator made by this instance (the maintenance job walks them)."""
         return list(self._generators.values())
 
-    def _make(self, strategy: str, namespace: str, build: Callable[[], G]) -> G:
+    def generator(self, strategy: str, namespace: str, **options: Any) -> IdGenerator[Any]:
+        """A generator of any registered strategy (see
+        :func:`~sa_redis_ids.generators.registry.register_strategy`): ``ids.generator("sequence",
+        "users", start=1000)`` is ``ids.sequence("users", start=1000)``. Asked again with the same
+        options it returns the same object; other options raise :class:`ConfigError`."""
+        kind: Any = IdGenerator  # abstract: any subclass passes
+        made: IdGenerator[Any] = self._make(strategy, namespace, kind, **options)
+        return made
+
+    def _make(self, strategy: str, namespace: str, kind: type[G], **options: Any) -> G:
         """Build a generator once per (strategy, namespace); the same options give the same object."""
+        found = registry.strategy(strategy)
         validate_namespace(namespace)
-        made = build()
+        made = found.build(self._context, namespace, **options)
+        if not isinstance(made, kind):
+            raise ConfigError(
+                f"strategy {strategy!r} built {made!r}, not a {kind.__name__}", namespace=namespace
+            )
         with self._lock:
             existing = self._generators.get((strategy, namespace))
             if existing is None:
@@ -276,194 +293,14 @@ class RedisIds:
                     f"{name}={had!r}; it cannot also have {name}={asked!r}",
                     namespace=namespace,
                 )
-        return existing  # type: ignore[return-value]
-
-    def sequence(
-        self,
-        namespace: str,
-        *,
-        start: int = 1,
-        js_safe: bool = False,
-        block: int | Buffering | None = None,
-        floor: Callable[[], int] | None = None,
-        headroom: int | None = None,
-    ) -> SequenceGenerator:
-        """Increasing integers from ``start``; with N nodes each node issues its residue class.
-
-        ``block=1000`` (or a :class:`Buffering`) takes blocks with one ``INCRBY`` and hands IDs out
-        from memory with background prefetch; buffered values not used when the process exits are
-        gaps (never duplicates). ``floor()`` returns the highest value already used (e.g.
-        :func:`~sa_redis_ids.floor_from_column`): read once per process and node, and whenever a
-        node's counter is missing or behind, so a Redis that forgot continues above the table.
-        ``headroom``: how far above what is known a healed counter resumes (the default covers
-        other processes' buffered blocks; see the guarantees in the docs).
-        """
-        return self._make(
-            "sequence",
-            namespace,
-            lambda: SequenceGenerator(
-                self.nodes,
-                self.prefix,
-                namespace,
-                start=start,
-                js_safe=js_safe,
-                block=block,
-                floor=floor,
-                headroom=headroom,
-            ),
-        )
-
-    def snowflake(
-        self,
-        namespace: str,
-        *,
-        layout: str | SnowflakeLayout = "default",
-        tolerance_ms: int = DEFAULT_TOLERANCE_MS,
-        floor: Callable[[], int] | None = None,
-        headroom: int | None = None,
-    ) -> SnowflakeGenerator:
-        """Time-ordered ``ms · shard · sequence`` IDs from Redis ``TIME``, decodable with ``parse``.
-
-        ``layout``: ``"default"`` (41/12/10 bits since 2026-01-01), ``"compat"`` (seed 003, since
-        1970; warns: it runs out in 2039), ``"js_safe"`` (at most 2^53 − 1) or a
-        :class:`~sa_redis_ids.generators.snowflake.SnowflakeLayout`. ``tolerance_ms``: how far the
-        Redis clock may step back before ``ClockMovedBackwards``. ``floor()`` returns the highest
-        ID already used (e.g. :func:`~sa_redis_ids.floor_from_column`); ``headroom`` (ms, default
-        ``tolerance_ms``) is how far ahead of what is known a lost state resumes.
-        """
-        resolved = resolve_layout(layout, stacklevel=2)
-        return self._make(
-            "snowflake",
-            namespace,
-            lambda: SnowflakeGenerator(
-                self.nodes,
-                self.prefix,
-                namespace,
-                layout=resolved,
-                tolerance_ms=tolerance_ms,
-                floor=floor,
-                headroom=headroom,
-            ),
-        )
-
-    def short_id(
-        self,
-        namespace: str,
-        *,
-        pool_size: int = 10_000_000,
-        offset: int = 10_000_000,
-        floor: Callable[[], Iterable[int]] | None = None,
-    ) -> ShortIdGenerator:
-        """Random unique numbers from ``offset`` to ``offset + pool_size − 1`` (a Redis bitmap).
-
-        ``release(v)`` frees a value, ``reserve(values)`` blocks values for good, ``is_taken(v)``,
-        ``stats()``. A full pool raises ``SequenceExhausted``. ``floor()`` returns the values
-        already used (e.g. :func:`~sa_redis_ids.floor_from_column`): they are marked taken once
-        per process and node, and again when a node lost its bitmap.
-        """
-        return self._make(
-            "short_id",
-            namespace,
-            lambda: ShortIdGenerator(
-                self.nodes, self.prefix, namespace, pool_size=pool_size, offset=offset, floor=floor
-            ),
-        )
-
-    def date_prefixed(
-        self,
-        namespace: str,
-        *,
-        fmt: str = "YYYYMMDD",
-        length: int = 19,
-        start: int = 1,
-        tz: str = "UTC",
-        js_safe: bool = False,
-        floor: Floor | None = None,
-        block: int | Buffering | None = None,
-        headroom: int | None = None,
-    ) -> DatePrefixedGenerator:
-        """Integers ``<date prefix><day counter>`` of ``length`` digits, the day by Redis time in
-        ``tz``; ``floor(day)`` seeds a missing day's counter above what is already used (under a
-        Redlock), so a Redis that lost its data continues above the database. ``block=`` buffers
-        blocks in memory (one ``HINCRBY`` each); a block is dropped at its day's end."""
-        made = self._make(
-            "date_prefixed",
-            namespace,
-            lambda: DatePrefixedGenerator(
-                self.nodes,
-                self.prefix,
-                namespace,
-                fmt=fmt,
-                length=length,
-                start=start,
-                tz=tz,
-                js_safe=js_safe,
-                floor=floor,
-                locker=self._day_lock,
-                block=block,
-                headroom=headroom,
-            ),
-        )
-        return made
-
-    def daily_code(
-        self,
-        namespace: str,
-        *,
-        prefix: str = "IS",
-        digits: int = 4,
-        tz: str = "Asia/Shanghai",
-        grace_days: int = 2,
-        floor: Floor | None = None,
-        headroom: int | None = None,
-    ) -> DailyCodeGenerator:
-        """Codes ``prefix + YYYYMMDD + digits-digit counter`` restarting at 1 every day (Redis time
-        in ``tz``); each day's key expires ``grace_days`` after the day. ``floor`` as for
-        :meth:`date_prefixed`."""
-        made = self._make(
-            "daily_code",
-            namespace,
-            lambda: DailyCodeGenerator(
-                self.nodes,
-                self.prefix,
-                namespace,
-                code_prefix=prefix,
-                digits=digits,
-                tz=tz,
-                grace_days=grace_days,
-                floor=floor,
-                locker=self._day_lock,
-                headroom=headroom,
-            ),
-        )
-        return made
+        assert isinstance(existing, kind)
+        return existing
 
     def _day_lock(self, name: str, nodes: list[Node]) -> Redlock:
         """The Redlock on ``nodes`` that guards seeding their day counters from a floor."""
         # With other nodes to answer meanwhile, wait briefly: a call moves on instead of waiting.
         wait = DAY_INIT_LOCK_TTL if len(self.nodes) == 1 else DAY_LOCK_WAIT_WITH_OTHERS
         return self.lock(name, ttl=DAY_INIT_LOCK_TTL, timeout=wait, nodes=nodes)
-
-    def maintenance(
-        self,
-        keep_days: int = 7,
-        precreate_days: int = 2,
-        *,
-        lock_ttl: float = DEFAULT_LOCK_TTL,
-        fill_warning: float = DEFAULT_FILL_WARNING,
-        precreate: bool = True,
-    ) -> Maintenance:
-        """The maintenance job of this instance's generators (see :mod:`sa_redis_ids.maintenance`):
-        pre-create upcoming day counters (unless ``precreate=False``), purge days older than
-        ``keep_days``, report pool fill."""
-        return Maintenance(
-            self,
-            keep_days=keep_days,
-            precreate_days=precreate_days,
-            lock_ttl=lock_ttl,
-            fill_warning=fill_warning,
-            precreate=precreate,
-        )
 
     def lock(
         self,
@@ -501,4 +338,186 @@ class RedisIds:
             node.client.close()
 
     def __repr__(self) -> str:
-        return f"RedisIds({[node.name for node in self.nodes.nodes]}, prefix={self.prefix!r})"
+        names = [node.name for node in self.nodes.nodes]
+        return f"{type(self).__name__}({names}, prefix={self.prefix!r})"
+
+
+class RedisIds(RedisIdsBase):
+    """Redis nodes plus a key prefix; the factory of every ID generator.
+
+    ``RedisIds(client)`` wraps an existing ``redis.Redis`` or ``redis.cluster.RedisCluster`` (a cluster
+    counts as one node); a list of clients makes N independent nodes, each issuing its own residue class.
+    Such a client waits on a hung server as long as its own ``socket_timeout`` (forever when it has
+    none: that warns); one call gives up after the longest socket timeout of the clients, not one
+    per node. Build your clients with ``redis.Redis(..., **fail_fast_options())``
+    (:func:`~sa_redis_ids.fail_fast_options`) to fail as fast as the ``from_url`` clients (1 s).
+
+    Options every constructor takes:
+
+    - ``replicas=N``: hand out only values that ``N`` replicas of the master acknowledged (Redis
+      ``WAIT``, sent in the same round trip as the script), so a failover to a replica cannot
+      re-issue them. Fewer acknowledgements within ``replica_timeout`` seconds raise
+      :class:`~sa_redis_ids.ReplicasNotAcknowledged` and the values are dropped. ``replica_timeout``
+      must be shorter than the client's socket timeout. ``0`` (the default) waits for nothing.
+    - ``strict=True``: refuse with :class:`~sa_redis_ids.ConfigError`, instead of a logged warning,
+      a Redis whose ``maxmemory-policy`` can evict the library's keys (checked at each node's first
+      use; skipped where ``CONFIG GET`` is not allowed).
+    """
+
+    def sequence(
+        self,
+        namespace: str,
+        *,
+        start: int = 1,
+        js_safe: bool = False,
+        block: int | Buffering | None = None,
+        floor: Callable[[], int] | None = None,
+        headroom: int | None = None,
+    ) -> SequenceGenerator:
+        """Increasing integers from ``start``; with N nodes each node issues its residue class.
+
+        ``block=1000`` (or a :class:`Buffering`) takes blocks with one ``INCRBY`` and hands IDs out
+        from memory with background prefetch; buffered values not used when the process exits are
+        gaps (never duplicates). ``floor()`` returns the highest value already used (e.g.
+        :func:`~sa_redis_ids.floor_from_column`): read once per process and node, and whenever a
+        node's counter is missing or behind, so a Redis that forgot continues above the table.
+        ``headroom``: how far above what is known a healed counter resumes (the default covers
+        other processes' buffered blocks; see the guarantees in the docs).
+        """
+        return self._make(
+            "sequence",
+            namespace,
+            SequenceGenerator,
+            start=start,
+            js_safe=js_safe,
+            block=block,
+            floor=floor,
+            headroom=headroom,
+        )
+
+    def snowflake(
+        self,
+        namespace: str,
+        *,
+        layout: str | SnowflakeLayout = "default",
+        tolerance_ms: int = DEFAULT_TOLERANCE_MS,
+        floor: Callable[[], int] | None = None,
+        headroom: int | None = None,
+    ) -> SnowflakeGenerator:
+        """Time-ordered ``ms · shard · sequence`` IDs from Redis ``TIME``, decodable with ``parse``.
+
+        ``layout``: ``"default"`` (41/12/10 bits since 2026-01-01), ``"compat"`` (seed 003, since
+        1970; warns: it runs out in 2039), ``"js_safe"`` (at most 2^53 − 1) or a
+        :class:`~sa_redis_ids.generators.snowflake.SnowflakeLayout`. ``tolerance_ms``: how far the
+        Redis clock may step back before ``ClockMovedBackwards``. ``floor()`` returns the highest
+        ID already used (e.g. :func:`~sa_redis_ids.floor_from_column`); ``headroom`` (ms, default
+        ``tolerance_ms``) is how far ahead of what is known a lost state resumes.
+        """
+        return self._make(
+            "snowflake",
+            namespace,
+            SnowflakeGenerator,
+            layout=layout,
+            tolerance_ms=tolerance_ms,
+            floor=floor,
+            headroom=headroom,
+        )
+
+    def short_id(
+        self,
+        namespace: str,
+        *,
+        pool_size: int = 10_000_000,
+        offset: int = 10_000_000,
+        floor: Callable[[], Iterable[int]] | None = None,
+    ) -> ShortIdGenerator:
+        """Random unique numbers from ``offset`` to ``offset + pool_size − 1`` (a Redis bitmap).
+
+        ``release(v)`` frees a value, ``reserve(values)`` blocks values for good, ``is_taken(v)``,
+        ``stats()``. A full pool raises ``SequenceExhausted``. ``floor()`` returns the values
+        already used (e.g. :func:`~sa_redis_ids.floor_from_column`): they are marked taken once
+        per process and node, and again when a node lost its bitmap.
+        """
+        return self._make(
+            "short_id", namespace, ShortIdGenerator, pool_size=pool_size, offset=offset, floor=floor
+        )
+
+    def date_prefixed(
+        self,
+        namespace: str,
+        *,
+        fmt: str = "YYYYMMDD",
+        length: int = 19,
+        start: int = 1,
+        tz: str = "UTC",
+        js_safe: bool = False,
+        floor: Floor | None = None,
+        block: int | Buffering | None = None,
+        headroom: int | None = None,
+    ) -> DatePrefixedGenerator:
+        """Integers ``<date prefix><day counter>`` of ``length`` digits, the day by Redis time in
+        ``tz``; ``floor(day)`` seeds a missing day's counter above what is already used (under a
+        Redlock), so a Redis that lost its data continues above the database. ``block=`` buffers
+        blocks in memory (one ``HINCRBY`` each); a block is dropped at its day's end."""
+        return self._make(
+            "date_prefixed",
+            namespace,
+            DatePrefixedGenerator,
+            fmt=fmt,
+            length=length,
+            start=start,
+            tz=tz,
+            js_safe=js_safe,
+            floor=floor,
+            block=block,
+            headroom=headroom,
+        )
+
+    def daily_code(
+        self,
+        namespace: str,
+        *,
+        code_prefix: str = "IS",
+        digits: int = 4,
+        tz: str = "Asia/Shanghai",
+        grace_days: int = 2,
+        floor: Floor | None = None,
+        headroom: int | None = None,
+        **deprecated: Any,
+    ) -> DailyCodeGenerator:
+        """Codes ``code_prefix + YYYYMMDD + digits-digit counter`` restarting at 1 every day (Redis
+        time in ``tz``); each day's key expires ``grace_days`` after the day. ``floor`` as for
+        :meth:`date_prefixed`. (``prefix=`` is the older name of ``code_prefix=``: it warns.)"""
+        return self._make(
+            "daily_code",
+            namespace,
+            DailyCodeGenerator,
+            code_prefix=code_prefix if "prefix" not in deprecated else None,
+            digits=digits,
+            tz=tz,
+            grace_days=grace_days,
+            floor=floor,
+            headroom=headroom,
+            **deprecated,
+        )
+
+    def maintenance(
+        self,
+        keep_days: int = 7,
+        precreate_days: int = 2,
+        *,
+        lock_ttl: float = DEFAULT_LOCK_TTL,
+        fill_warning: float = DEFAULT_FILL_WARNING,
+        precreate: bool = True,
+    ) -> Maintenance:
+        """The maintenance job of this instance's generators (see :mod:`sa_redis_ids.maintenance`):
+        pre-create upcoming day counters (unless ``precreate=False``), purge days older than
+        ``keep_days``, report pool fill."""
+        return Maintenance(
+            self,
+            keep_days=keep_days,
+            precreate_days=precreate_days,
+            lock_ttl=lock_ttl,
+            fill_warning=fill_warning,
+            precreate=precreate,
+        )

@@ -107,7 +107,11 @@ def test_a_refusal_on_one_node_leaves_the_other_nodes_untouched() -> None:
     [
         ("sequence", {"start": 0}, SequenceGenerator),
         ("date_prefixed", {"fmt": "YYDDD", "length": 12, "start": 0, "tz": "Asia/Tokyo"}, None),
-        ("daily_code", {"prefix": "123", "digits": 6, "tz": "Europe/Berlin"}, DailyCodeGenerator),
+        (
+            "daily_code",
+            {"code_prefix": "123", "digits": 6, "tz": "Europe/Berlin"},
+            DailyCodeGenerator,
+        ),
         ("short_id", {"pool_size": 500, "offset": 7}, ShortIdGenerator),
     ],
 )

@@ -31,10 +31,10 @@ def test_codes_are_prefix_day_and_a_counter_from_1(ids: RedisIds) -> None:
 
 
 def test_the_day_is_the_redis_day_in_shanghai_not_in_utc(ids: RedisIds) -> None:
-    codes = ids.daily_code("orders", prefix="SO", digits=6)
+    codes = ids.daily_code("orders", code_prefix="SO", digits=6)
     shift_to(codes, utc(2030, 11, 22, 16, 5))  # 00:05 on the 23rd in Shanghai
     assert codes.next_id() == "SO20301123000001"
-    in_utc = ids.daily_code("orders_utc", prefix="SO", digits=6, tz="UTC")
+    in_utc = ids.daily_code("orders_utc", code_prefix="SO", digits=6, tz="UTC")
     shift_to(in_utc, utc(2030, 11, 22, 16, 5))
     assert in_utc.next_id() == "SO20301122000001"
 
@@ -125,7 +125,7 @@ def test_bad_configurations_say_which_option_and_what_fits(
 
 
 def test_prefixes_of_every_allowed_character_work(ids: RedisIds) -> None:
-    codes = ids.daily_code("orders", prefix="a-Z_09" * 3 + "xy", digits=18)
+    codes = ids.daily_code("orders", code_prefix="a-Z_09" * 3 + "xy", digits=18)
     code = codes.next_id()
     assert len(code) == codes.max_length == 20 + 8 + 18
     assert codes.parse(code).counter == 1
@@ -134,7 +134,7 @@ def test_prefixes_of_every_allowed_character_work(ids: RedisIds) -> None:
 def test_a_changed_prefix_on_a_used_namespace_is_caught_by_the_node(backend: Backend) -> None:
     backend.ids().daily_code("orders").next_id()
     with pytest.raises(ConfigError, match="prefix=SO"):
-        backend.ids().daily_code("orders", prefix="SO").next_id()
+        backend.ids().daily_code("orders", code_prefix="SO").next_id()
 
 
 # -- midnight ----------------------------------------------------------------------------------
@@ -205,7 +205,7 @@ def test_seed_004_hundred_threads_on_a_day_without_counter(backend: Backend) -> 
 
 @cache
 def _codes(prefix: str, digits: int) -> DailyCodeGenerator:
-    return RedisIds.embedded().daily_code("p", prefix=prefix, digits=digits)
+    return RedisIds.embedded().daily_code("p", code_prefix=prefix, digits=digits)
 
 
 prefixes = st.text(st.sampled_from("ABCXYZabcxyz0189_-"), min_size=1, max_size=20)

@@ -309,7 +309,7 @@ def test_floor_from_column_reads_only_the_days_range(engine: Engine, create_tabl
     create_tables(metadata)
     ids = RedisIds.embedded()
     invoices = ids.date_prefixed("inv", length=12)
-    codes = ids.daily_code("codes", prefix="A_")
+    codes = ids.daily_code("codes", code_prefix="A_")
     invoice_floor = floor_from_column(engine, invoices_table.c.id).bind(invoices)
     code_floor = floor_from_column(sessionmaker(engine), codes_table.c.code).bind(codes)
     day = DAY

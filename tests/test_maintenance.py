@@ -477,7 +477,7 @@ def test_cli_maintain_uses_the_application_object(
     (tmp_path / f"{module}.py").write_text(
         "from sa_redis_ids import RedisIds\n"
         f"ids = RedisIds.from_url({REDIS_URL!r}, prefix={redis_prefix!r})\n"
-        "codes = ids.daily_code('codes', prefix='OR', digits=5, tz='Europe/Berlin')\n"
+        "codes = ids.daily_code('codes', code_prefix='OR', digits=5, tz='Europe/Berlin')\n"
         "def make():\n"
         "    return ids\n"
     )

@@ -85,7 +85,7 @@ def test_a_too_narrow_column_is_refused_when_mappers_configure(
 
 
 def test_a_code_generator_needs_a_long_enough_string_column(ids: RedisIds, base: Any) -> None:
-    codes = ids.daily_code("codes", prefix="IS", digits=4)
+    codes = ids.daily_code("codes", code_prefix="IS", digits=4)
     assert codes.max_length == 14
     check_column(codes, Column("code", String(14)))
     check_column(codes, Column("code", Text))

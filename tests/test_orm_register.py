@@ -201,7 +201,7 @@ def test_register_does_not_configure_mappers(ids: RedisIds, base: Any, sqlite: E
 
 
 def test_redis_id_column_picks_the_type_and_sets_the_default(ids: RedisIds, base: Any) -> None:
-    codes = ids.daily_code("codes", prefix="IS", digits=4)
+    codes = ids.daily_code("codes", code_prefix="IS", digits=4)
 
     class Order(base):  # type: ignore[misc, valid-type]
         __tablename__ = "orders"

@@ -120,7 +120,7 @@ def test_date_prefixed_raises_each_day_of_the_table(ids: RedisIds, sqlite: Engin
 
 
 def test_daily_code_raises_each_day_of_a_string_column(ids: RedisIds, sqlite: Engine) -> None:
-    codes = ids.daily_code("codes", prefix="OR", digits=4, tz="Asia/Shanghai")
+    codes = ids.daily_code("codes", code_prefix="OR", digits=4, tz="Asia/Shanghai")
     today = redis_today(ids, "Asia/Shanghai")
     yesterday = today - timedelta(days=1)
     values = [codes.compose(today, c) for c in (1, 2, 9)] + [codes.compose(yesterday, 120)]
@@ -340,7 +340,7 @@ def test_cli_reseed_takes_the_generator_from_the_application(
     (tmp_path / f"{module}.py").write_text(
         "from sa_redis_ids import RedisIds\n"
         f"ids = RedisIds.from_url({REDIS_URL!r}, prefix={redis_prefix!r})\n"
-        "codes = ids.daily_code('codes', prefix='OR', digits=6, tz='UTC')\n"
+        "codes = ids.daily_code('codes', code_prefix='OR', digits=6, tz='UTC')\n"
         "users = ids.sequence('codes', start=100)\n"
     )
     monkeypatch.chdir(tmp_path)

@@ -88,7 +88,7 @@ def build_models(ids: RedisIds, rows: int) -> tuple[Any, list[DemoTable]]:
         )
         name: Mapped[str] = mapped_column(String(50))
 
-    codes = ids.daily_code("demo_order_codes", prefix="IS", digits=4, tz="Asia/Shanghai")
+    codes = ids.daily_code("demo_order_codes", code_prefix="IS", digits=4, tz="Asia/Shanghai")
 
     class OrderCode(Base):
         __tablename__ = "demo_order_codes"

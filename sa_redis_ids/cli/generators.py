@@ -44,7 +44,7 @@ GENERATOR_OPTIONS = [
     GeneratorOption("--fmt", "fmt", frozenset({"date_prefixed"})),
     GeneratorOption("--length", "length", frozenset({"date_prefixed"})),
     GeneratorOption("--tz", "tz", frozenset({"date_prefixed", "daily_code"})),
-    GeneratorOption("--code-prefix", "prefix", frozenset({"daily_code"})),
+    GeneratorOption("--code-prefix", "code_prefix", frozenset({"daily_code"})),
     GeneratorOption("--digits", "digits", frozenset({"daily_code"})),
     GeneratorOption("--pool-size", "pool_size", frozenset({"short_id"})),
     GeneratorOption("--offset", "offset", frozenset({"short_id"})),

@@ -60,7 +60,7 @@ def _date_prefixed(value: str, args: argparse.Namespace) -> Any:
 
 def _daily_code(value: str, args: argparse.Namespace) -> Any:
     generator = redis_ids_from(args).daily_code(
-        "parse", prefix=args.code_prefix, digits=args.digits
+        "parse", code_prefix=args.code_prefix, digits=args.digits
     )
     return generator.parse(value)
 

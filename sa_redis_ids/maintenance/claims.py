@@ -91,6 +91,8 @@ def options_from_config(config: str) -> tuple[str, dict[str, Any]]:
             options[name] = int(value) if name in INT_OPTIONS else value
         except ValueError:
             raise ConfigError(f"cannot read the recorded config {config!r}: {part!r}") from None
+    if kind == "daily_code" and "prefix" in options:  # recorded under its older name
+        options["code_prefix"] = options.pop("prefix")
     return kind, options
 
 
@@ -116,7 +118,7 @@ def generator_from_claims(
                 "leave the option out to use the recorded one",
                 namespace=namespace,
             )
-    generator: IdGenerator[Any] = getattr(ids, kind)(namespace, **{**options, **(given or {})})
+    generator = ids.generator(kind, namespace, **{**options, **(given or {})})
     if generator.config != config:
         raise ConfigError(
             f"cannot rebuild the recorded config {config!r} (got {generator.config!r})",

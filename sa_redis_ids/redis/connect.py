@@ -32,9 +32,11 @@ def client_from_url(
     cluster: bool = False,
     connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
     socket_timeout: float = DEFAULT_SOCKET_TIMEOUT,
+    asynchronous: bool = False,
     **kwargs: Any,
 ) -> Any:
-    """A ``redis.Redis`` (or ``RedisCluster`` with ``cluster=True``) for ``url``.
+    """A ``redis.Redis`` (or ``RedisCluster`` with ``cluster=True``) for ``url``; their
+    ``redis.asyncio`` counterparts with ``asynchronous=True``.
 
     Accepts ``redis://``, ``rediss://`` and ``unix://`` URLs with user and password, as redis-py does.
     """
@@ -47,9 +49,26 @@ def client_from_url(
         **kwargs,
     }
     if cluster:
+        if asynchronous:  # connects at first use: errors surface on the first call
+            from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
+
+            return AsyncRedisCluster.from_url(url, **options)
         return _cluster_from_url(url, options)
-    options.setdefault("retry", Retry(NoBackoff(), 0))
+    options.setdefault("retry", no_retries(asynchronous))
+    if asynchronous:
+        from redis.asyncio import Redis as AsyncRedis
+
+        return AsyncRedis.from_url(url, **options)
     return redis.Redis.from_url(url, **options)
+
+
+def no_retries(asynchronous: bool = False) -> Any:
+    """A redis-py ``Retry`` that never retries (the node set decides what a failure means)."""
+    if asynchronous:
+        from redis.asyncio.retry import Retry as AsyncRetry
+
+        return AsyncRetry(NoBackoff(), 0)
+    return Retry(NoBackoff(), 0)
 
 
 def _cluster_from_url(url: str, options: dict[str, Any]) -> Any:
@@ -100,6 +119,7 @@ def client_from_sentinel(
     connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
     socket_timeout: float = DEFAULT_SOCKET_TIMEOUT,
     sentinel_kwargs: Mapping[str, Any] | None = None,
+    asynchronous: bool = False,
     **kwargs: Any,
 ) -> Any:
     """A ``redis.Redis`` that writes to the current master of ``service_name`` behind Sentinel.
@@ -116,13 +136,18 @@ def client_from_sentinel(
         raise ConfigError(f"service_name must be a non-empty str, not {service_name!r}")
     timeouts = {"socket_connect_timeout": connect_timeout, "socket_timeout": socket_timeout}
     options: dict[str, Any] = {**timeouts, **kwargs}
-    options.setdefault("retry", Retry(NoBackoff(), 0))
+    options.setdefault("retry", no_retries(asynchronous))
     for_sentinels: dict[str, Any] = {
         **timeouts,
-        "retry": Retry(NoBackoff(), 0),
+        "retry": no_retries(asynchronous),
         **(sentinel_kwargs or {}),
     }
-    sentinel: Any = Sentinel(addresses, sentinel_kwargs=for_sentinels, **options)  # type: ignore[no-untyped-call]
+    kind: Any = Sentinel
+    if asynchronous:
+        from redis.asyncio.sentinel import Sentinel as AsyncSentinel
+
+        kind = AsyncSentinel
+    sentinel: Any = kind(addresses, sentinel_kwargs=for_sentinels, **options)
     return sentinel.master_for(service_name)
 
 
@@ -183,7 +208,7 @@ def is_async_client(client: Any) -> bool:
     return isinstance(client, (AsyncRedis, AsyncRedisCluster))
 
 
-def embedded_client() -> Any:
+def embedded_client(asynchronous: bool = False) -> Any:
     """An in-process fakeredis server with Lua, for laptops, demos and tests.
 
     Its data lives as long as the process; every call returns a client of a new, empty server.
@@ -195,7 +220,8 @@ def embedded_client() -> Any:
         raise ConfigError(
             "the embedded Redis needs the 'embedded' extra: pip install 'sa_redis_ids[embedded]'"
         ) from exc
-    client = _embedded_class(fakeredis.FakeRedis)(server=fakeredis.FakeServer())
+    base = fakeredis.FakeAsyncRedis if asynchronous else fakeredis.FakeRedis
+    client = _embedded_class(base)(server=fakeredis.FakeServer())
     client.owner_pid = os.getpid()
     return client
 

@@ -16,6 +16,7 @@ unavailable, never as a script error. At its first use a node's eviction policy 
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import threading
 import time
@@ -191,6 +192,7 @@ class Node:
         self._lock = threading.Lock()
         self._checked = False
         self._refusal: str | None = None
+        self._first_use_lock: asyncio.Lock | None = None
         self.asynchronous = is_async_client(client)
         """Whether the client is a ``redis.asyncio`` one (run by the asyncio driver)."""
         if self.asynchronous and self.replicas and hasattr(client, "get_primaries"):
@@ -292,10 +294,16 @@ class Node:
             raise ConfigError(self._refusal, namespace=namespace, node=self.name)
 
     async def first_use_async(self, namespace: str | None = None) -> None:
-        """:meth:`first_use` on a ``redis.asyncio`` client (concurrent first calls may each
-        check; the verdict is the same)."""
-        if not self._checked and self._refusal is None:
-            self._judge(await eviction_risk_async(self.client, self.name))
+        """:meth:`first_use` on a ``redis.asyncio`` client; concurrent first calls wait for the
+        one that sets the client up."""
+        if self._first_use_lock is None:
+            self._first_use_lock = asyncio.Lock()
+        async with self._first_use_lock:  # one task sets the client up (a cluster's slot map)
+            if not self._checked and self._refusal is None:
+                initialize = getattr(self.client, "initialize", None)
+                if initialize is not None:
+                    await initialize()
+                self._judge(await eviction_risk_async(self.client, self.name))
         if self._refusal is not None:
             raise ConfigError(self._refusal, namespace=namespace, node=self.name)
 

@@ -22,14 +22,21 @@ import asyncio
 import inspect
 import time
 from collections.abc import Callable, Generator, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from sa_redis_ids.errors import ConfigError
 
-if TYPE_CHECKING:
-    from sa_redis_ids.redis.nodes import Node
-
 T = TypeVar("T")
+
+
+class Node(Protocol):
+    """What the effects need of a node (a :class:`~sa_redis_ids.redis.nodes.Node`)."""
+
+    client: Any
+
+    def run(self, name: str, keys: Sequence[Any], args: Sequence[Any]) -> Any: ...
+
+    async def run_async(self, name: str, keys: Sequence[Any], args: Sequence[Any]) -> Any: ...
 
 
 class Effect:

@@ -1,0 +1,86 @@
+"""``AsyncRedisIds``: the asyncio front end, on ``redis.asyncio`` clients.
+
+The same constructors as :class:`~sa_redis_ids.RedisIds` (``from_url``, ``from_urls``,
+``from_sentinel``, a client or a list of clients, ``embedded()``) and the same factories with the
+same options; the generators they return are :class:`AsyncIdGenerator` objects whose
+``next_id()``/``next_ids(n)`` are coroutines, run by the very strategy code the sync front end
+runs (see :mod:`sa_redis_ids.redis.plans`), awaited on the event loop: no thread, no blocking
+call. ``redis_id(...)`` and ``register(...)`` accept them for models used with
+``AsyncSession``::
+
+    from sa_redis_ids.asyncio import AsyncRedisIds
+
+    ids = AsyncRedisIds.from_url("redis://localhost:6379/0")
+    users = ids.sequence("users")
+    user_id = await users.next_id()
+
+Maintenance (purging and pre-creating day counters) and the command line run on the sync
+:class:`~sa_redis_ids.RedisIds` against the same Redis.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sa_redis_ids.generators.aio import AsyncIdGenerator
+from sa_redis_ids.generators.base import IdGenerator
+from sa_redis_ids.ids import RedisIdsBase
+
+__all__ = ["AsyncIdGenerator", "AsyncRedisIds"]
+
+
+class AsyncRedisIds(RedisIdsBase):
+    """Redis nodes (``redis.asyncio`` clients) plus a key prefix; the factory of asyncio
+    generators. Options and guarantees are those of :class:`~sa_redis_ids.RedisIds`."""
+
+    asynchronous = True
+
+    def __init__(self, client: Any, **options: Any):
+        super().__init__(client, **options)
+        self._fronts: dict[int, AsyncIdGenerator[Any]] = {}
+
+    def generator(self, strategy: str, namespace: str, **options: Any) -> Any:
+        """An asyncio generator of any registered strategy (see :meth:`RedisIds.generator`)."""
+        return self._front(super().generator(strategy, namespace, **options))
+
+    def _front(self, generator: IdGenerator[Any]) -> AsyncIdGenerator[Any]:
+        with self._lock:
+            front = self._fronts.get(id(generator))
+            if front is None:
+                front = self._fronts[id(generator)] = AsyncIdGenerator(generator)
+            return front
+
+    def sequence(self, namespace: str, **options: Any) -> AsyncIdGenerator[int]:
+        """See :meth:`sa_redis_ids.RedisIds.sequence` for the options."""
+        made: AsyncIdGenerator[int] = self.generator("sequence", namespace, **options)
+        return made
+
+    def snowflake(self, namespace: str, **options: Any) -> AsyncIdGenerator[int]:
+        """See :meth:`sa_redis_ids.RedisIds.snowflake` for the options."""
+        made: AsyncIdGenerator[int] = self.generator("snowflake", namespace, **options)
+        return made
+
+    def short_id(self, namespace: str, **options: Any) -> AsyncIdGenerator[int]:
+        """See :meth:`sa_redis_ids.RedisIds.short_id` for the options."""
+        made: AsyncIdGenerator[int] = self.generator("short_id", namespace, **options)
+        return made
+
+    def date_prefixed(self, namespace: str, **options: Any) -> AsyncIdGenerator[int]:
+        """See :meth:`sa_redis_ids.RedisIds.date_prefixed` for the options."""
+        made: AsyncIdGenerator[int] = self.generator("date_prefixed", namespace, **options)
+        return made
+
+    def daily_code(self, namespace: str, **options: Any) -> AsyncIdGenerator[str]:
+        """See :meth:`sa_redis_ids.RedisIds.daily_code` for the options."""
+        made: AsyncIdGenerator[str] = self.generator("daily_code", namespace, **options)
+        return made
+
+    def close(self) -> None:
+        """Not available on the asyncio front end: ``await ids.aclose()``."""
+        raise TypeError("AsyncRedisIds is closed with: await ids.aclose()")
+
+    async def aclose(self) -> None:
+        """Close every node's connection pool."""
+        for node in self.nodes.nodes:
+            closing = getattr(node.client, "aclose", None) or node.client.close
+            await closing()
