@@ -46,8 +46,9 @@ NodeChanges = list[tuple[str, int | None, int]]
 class Reseedable(Protocol):
     """Counters that can be raised above a value already used (``sa-redis-ids reseed``)."""
 
-    start: int
-    """The lowest counter (a counter strategy: its lowest value; a date-keyed one: of a day)."""
+    @property
+    def start(self) -> int:
+        """The lowest counter (a counter strategy: its lowest value; a date-keyed one: of a day)."""
 
     def ensure_at_least(self, value: Any) -> NodeChanges:
         """Make sure no value ``<= value`` is issued again (counters never move backwards);
@@ -59,8 +60,9 @@ class Reseedable(Protocol):
 class DayKeyed(Protocol):
     """A counter per local day, keyed by the day: pre-created, purged, walked day by day."""
 
-    clock: ZoneClock
-    """The generator's time zone: maintenance's *today* is Redis ``TIME`` in it."""
+    @property
+    def clock(self) -> ZoneClock:
+        """The generator's time zone: maintenance's *today* is Redis ``TIME`` in it."""
 
     def precreate(self, day: date) -> bool:
         """Create ``day``'s counter on every node where it is missing (with the floor, if any);
@@ -111,8 +113,9 @@ class PoolStats(Protocol):
 class Pool(Protocol):
     """A fixed pool of values handed out in any order; freed values come back."""
 
-    offset: int
-    """The lowest value of the pool (the highest is the generator's ``max_value``)."""
+    @property
+    def offset(self) -> int:
+        """The lowest value of the pool (the highest is the generator's ``max_value``)."""
 
     def stats(self) -> PoolStats:
         """How full the pool is, over every node (maintenance reports it)."""
