@@ -8,6 +8,12 @@ generator with the application's options instead of guessing them::
 
     invoices = generator_from_claims(ids, "invoices", "date_prefixed")   # None: no claim anywhere
 
+Which strategies can be read back is the registry's to say: those registered with
+``from_claims=True`` (the built-ins but snowflake, whose config records its layout's bits, and any
+user strategy whose ``config`` is ``name:keyword=value:…``). Each recorded part is read by the
+strategy's declared option of that name (``--digits`` reads ``digits=4`` as an int), and the
+generator is rebuilt through ``ids.generator(name, namespace, **options)``.
+
 A claim does not hold ``floor=``, which lives in the application's code: a generator rebuilt from
 claims must never create a day's counter, or a Redis that lost its data would restart that day at
 0 below what the database holds. Maintenance built on such generators only purges and reports.
