@@ -11,7 +11,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 CODE = [
     name
-    for name in ("sa_redis_ids", "tests", "benchmarks", "migrations_example")
+    for name in ("sa_redis_ids", "tests", "benchmarks", "migrations_example", "examples")
     if (ROOT / name).exists()
 ]
 

@@ -18,6 +18,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from sa_redis_ids.cli import bench, demo, maintain, next_ids, parse, reseed
 from sa_redis_ids.errors import SaRedisIdsError
+from sa_redis_ids.generators.registry import load_strategy_modules
 
 COMMANDS = [demo, next_ids, maintain, reseed, parse, bench]
 
@@ -47,7 +48,18 @@ DEBUG_ENV = "SA_REDIS_IDS_DEBUG"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``sa-redis-ids`` script; returns the exit status."""
+    """Entry point of the ``sa-redis-ids`` script; returns the exit status.
+
+    Users' strategies are registered first (entry points of ``sa_redis_ids.strategies`` and the
+    modules of ``$SA_REDIS_IDS_STRATEGIES``), so every command offers them and their options.
+    """
+    try:
+        load_strategy_modules()
+    except SaRedisIdsError as exc:
+        if os.environ.get(DEBUG_ENV) == "1":
+            raise
+        print(f"sa-redis-ids: error: {one_line(exc)}", file=sys.stderr)
+        return 2
     parser = build_parser()
     args = parser.parse_args(argv)
     with warnings.catch_warnings():

@@ -11,70 +11,130 @@ Two sources, in this order of preference:
 
 Only when no node records a claim are the options taken from the command line (the library's
 defaults for the ones left out), and each command says what it does then.
+
+Every strategy option on the command line comes from the strategy's own declaration in the
+registry (:class:`~sa_redis_ids.generators.registry.OptionSpec`, the built-ins' in
+:mod:`~sa_redis_ids.generators.builtin`): its flag, how its text is read, its help and the factory
+keyword it sets. A strategy a user registers gets its options on every command the same way.
 """
 
 from __future__ import annotations
 
 import argparse
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from sa_redis_ids.errors import ConfigError
 from sa_redis_ids.generators.base import IdGenerator
+from sa_redis_ids.generators.registry import (
+    OptionSpec,
+    Strategy,
+    strategies,
+    strategy,
+    strategy_of_config,
+)
 from sa_redis_ids.ids import RedisIds
-from sa_redis_ids.maintenance.claims import KINDS, generator_from_claims, recorded_config
+from sa_redis_ids.maintenance.claims import claim_kinds, generator_from_claims, recorded_config
 
 ANY_STRATEGY = "generator"
 
-
-@dataclass(frozen=True)
-class GeneratorOption:
-    """A command line option that shapes a generator's values."""
-
-    flag: str
-    keyword: str
-    """The ``RedisIds`` factory's keyword argument."""
-    kinds: frozenset[str]
-    """The strategies (factory names) that take it."""
+RAW = "_raw_generator_options"
+"""Where a parser notes the options it kept as text: strategies declared the same flag with
+different parsers, so each value is read by the chosen strategy's own."""
 
 
-GENERATOR_OPTIONS = [
-    GeneratorOption("--start", "start", frozenset({"sequence", "date_prefixed"})),
-    GeneratorOption("--js-safe", "js_safe", frozenset({"sequence", "date_prefixed"})),
-    GeneratorOption("--fmt", "fmt", frozenset({"date_prefixed"})),
-    GeneratorOption("--length", "length", frozenset({"date_prefixed"})),
-    GeneratorOption("--tz", "tz", frozenset({"date_prefixed", "daily_code"})),
-    GeneratorOption("--code-prefix", "code_prefix", frozenset({"daily_code"})),
-    GeneratorOption("--digits", "digits", frozenset({"daily_code"})),
-    GeneratorOption("--pool-size", "pool_size", frozenset({"short_id"})),
-    GeneratorOption("--offset", "offset", frozenset({"short_id"})),
-]
+def merged_options(
+    among: Iterable[Strategy], *, per_call: bool = True, parse_only: bool = False
+) -> dict[str, list[tuple[Strategy, OptionSpec]]]:
+    """Flag → the strategies of ``among`` that declare it, with their declarations."""
+    found: dict[str, list[tuple[Strategy, OptionSpec]]] = {}
+    for each in among:
+        for spec in each.options:
+            if (spec.per_call and not per_call) or (spec.parse_only and not parse_only):
+                continue
+            found.setdefault(spec.flag, []).append((each, spec))
+    return found
 
 
-def add_generator_options(parser: argparse.ArgumentParser) -> None:
-    """The options of :data:`GENERATOR_OPTIONS`, all defaulting to "not given" (None)."""
-    group = parser.add_argument_group(
-        "generator options (without --app; default: what the nodes record for the namespace, "
-        "else the library's defaults; an option that differs from the record is refused)"
-    )
-    group.add_argument("--start", type=int, help="sequence: first value; date_prefixed: counter")
-    group.add_argument("--js-safe", action="store_true", default=None, help="at most 2^53-1")
-    group.add_argument("--fmt", help="date_prefixed: YYYYMMDD, YYMMDD, YYYYDDD or YYDDD")
-    group.add_argument("--length", type=int, help="date_prefixed: total digits")
-    group.add_argument("--tz", help="date_prefixed (library default UTC), daily_code")
-    group.add_argument("--code-prefix", help="daily_code: code prefix")
-    group.add_argument("--digits", type=int, help="daily_code: counter digits")
-    group.add_argument("--pool-size", type=int, help="short_id: pool size")
-    group.add_argument("--offset", type=int, help="short_id: first value of the pool")
+def add_generator_options(
+    parser: argparse.ArgumentParser,
+    among: Iterable[Strategy] | None = None,
+    *,
+    per_call: bool = True,
+    parse_only: bool = False,
+    title: str = "generator options (without --app; default: what the nodes record for the "
+    "namespace, else the library's defaults; an option that differs from the record is refused)",
+) -> None:
+    """The options the strategies ``among`` (default: every registered one) declare, all
+    defaulting to "not given" (None); a flag several strategies declare is added once."""
+    group = parser.add_argument_group(title)
+    raw: list[str] = []
+    for flag, declared in merged_options(
+        strategies() if among is None else among, per_call=per_call, parse_only=parse_only
+    ).items():
+        by_help: dict[str, list[str]] = {}
+        for each, spec in declared:
+            by_help.setdefault(spec.help, []).append(each.name)
+        helps = "; ".join(f"{', '.join(names)}: {text}" for text, names in by_help.items())
+        specs = [spec for _, spec in declared]
+        if all(spec.is_switch for spec in specs):
+            group.add_argument(flag, action="store_true", default=None, help=helps)
+            continue
+        parsers = {spec.parse for spec in specs if not spec.is_switch}
+        kind: Callable[[str], Any] = parsers.pop() if len(parsers) == 1 else str
+        if len(parsers) or any(spec.is_switch for spec in specs):
+            raw.append(specs[0].dest)
+        group.add_argument(flag, type=kind, metavar=specs[0].dest.upper(), help=helps)
+    parser.set_defaults(**{RAW: raw})
 
 
-def _dest(option: GeneratorOption) -> str:
-    return option.flag.removeprefix("--").replace("-", "_")
+def _declared(*, per_call: bool) -> dict[str, OptionSpec]:
+    """Every registered option flag (of factory options, or of per-call ones)."""
+    return {
+        spec.flag: spec
+        for each in strategies()
+        for spec in each.options
+        if spec.per_call == per_call
+    }
 
 
 def given_flags(args: argparse.Namespace) -> list[str]:
-    """The generator options given on the command line."""
-    return [o.flag for o in GENERATOR_OPTIONS if getattr(args, _dest(o), None) is not None]
+    """The generator (factory) options given on the command line."""
+    return [
+        flag
+        for flag, spec in _declared(per_call=False).items()
+        if getattr(args, spec.dest, None) is not None
+    ]
+
+
+def _given(args: argparse.Namespace, kind: str, *, per_call: bool) -> dict[str, Any]:
+    chosen = strategy(kind)
+    found: dict[str, Any] = {}
+    for flag, any_spec in _declared(per_call=per_call).items():
+        value = getattr(args, any_spec.dest, None)
+        if value is None:
+            continue
+        spec = chosen.option(flag)
+        if spec is None or spec.per_call != per_call:
+            raise ConfigError(f"{flag} is not an option of a {kind} generator")
+        if spec.dest in getattr(args, RAW, ()):
+            value = _read(spec, value)
+        found[spec.keyword] = value
+    return found
+
+
+def _read(spec: OptionSpec, value: Any) -> Any:
+    """A value kept as text (or a switch's True) read by ``spec``."""
+    if spec.is_switch:
+        if value is not True:
+            raise ConfigError(f"{spec.flag} takes no value")
+        return True
+    if value is True:
+        raise ConfigError(f"{spec.flag} needs a value")
+    try:
+        return spec.parse(value)
+    except (ValueError, TypeError, argparse.ArgumentTypeError) as exc:
+        raise ConfigError(f"{spec.flag}: {exc}") from None
 
 
 def given_options(args: argparse.Namespace, kind: str) -> dict[str, Any]:
@@ -82,15 +142,12 @@ def given_options(args: argparse.Namespace, kind: str) -> dict[str, Any]:
 
     An option of another strategy (``--fmt`` for a sequence) is a :class:`ConfigError`.
     """
-    found: dict[str, Any] = {}
-    for option in GENERATOR_OPTIONS:
-        value = getattr(args, _dest(option), None)
-        if value is None:
-            continue
-        if kind not in option.kinds:
-            raise ConfigError(f"{option.flag} is not an option of a {kind} generator")
-        found[option.keyword] = value
-    return found
+    return _given(args, kind, per_call=False)
+
+
+def call_options(args: argparse.Namespace, kind: str) -> dict[str, Any]:
+    """The per-call options given (a snowflake's ``--shard``), as ``next_ids`` keywords."""
+    return _given(args, kind, per_call=True)
 
 
 def refuse_options_with_app(args: argparse.Namespace) -> None:
@@ -117,15 +174,17 @@ def find_generator(ids: RedisIds, namespace: str, strategy: str | None) -> IdGen
 
 
 def factory_name(generator: IdGenerator[Any]) -> str:
-    """The ``RedisIds`` factory that makes ``generator`` (``date_prefixed``…)."""
-    return generator.config.partition(":")[0]
+    """The registered strategy that makes ``generator`` (``date_prefixed``…), by its config."""
+    found = strategy_of_config(generator.config)
+    return found.name if found is not None else generator.config.partition(":")[0]
 
 
 def claimed_kinds(ids: RedisIds, namespace: str, kinds: list[str]) -> dict[str, str]:
     """Of ``kinds``, those some node records a claim of for ``namespace``, with the config."""
+    readable = set(claim_kinds())
     found: dict[str, str] = {}
     for kind in kinds:
-        config = recorded_config(ids, namespace, kind) if kind in KINDS else None
+        config = recorded_config(ids, namespace, kind) if kind in readable else None
         if config is not None:
             found[kind] = config
     return found
@@ -140,18 +199,21 @@ def generator_from_nodes(
 
     When no node records a claim: a generator of ``--strategy`` (else ``default``) from the options
     given and the library's defaults, and False; with neither, a :class:`ConfigError`: the
-    application's options are unknown and would be guessed.
+    application's options are unknown and would be guessed. A strategy whose claims cannot be read
+    back (a snowflake) is always made from the options given; its nodes check them by the claim.
     """
-    strategy: str | None = args.strategy
-    found = claimed_kinds(ids, namespace, list(KINDS))
-    if strategy is not None and strategy not in found and found:
+    chosen: str | None = args.strategy
+    if chosen is not None and chosen not in claim_kinds():
+        return ids.generator(chosen, namespace, **given_options(args, chosen)), False
+    found = claimed_kinds(ids, namespace, claim_kinds())
+    if chosen is not None and chosen not in found and found:
         raise ConfigError(
-            f"the nodes record no {strategy} claim for this namespace, only "
+            f"the nodes record no {chosen} claim for this namespace, only "
             f"{', '.join(map(repr, found.values()))}; check the namespace and --strategy",
             namespace=namespace,
         )
-    if strategy is not None:
-        found = {kind: config for kind, config in found.items() if kind == strategy}
+    if chosen is not None:
+        found = {kind: config for kind, config in found.items() if kind == chosen}
     if len(found) > 1:
         raise ConfigError(
             f"the nodes record claims of several strategies for this namespace "
@@ -163,12 +225,11 @@ def generator_from_nodes(
         generator = generator_from_claims(ids, namespace, kind, given_options(args, kind))
         assert generator is not None
         return generator, True
-    chosen = strategy or default
+    chosen = chosen or default
     if chosen is None:
         raise ConfigError(
             "no node records a claim for this namespace, so the application's options are "
             "unknown: use --app MODULE:ATTR, or give --strategy and the application's options",
             namespace=namespace,
         )
-    made: IdGenerator[Any] = getattr(ids, chosen)(namespace, **given_options(args, chosen))
-    return made, False
+    return ids.generator(chosen, namespace, **given_options(args, chosen)), False

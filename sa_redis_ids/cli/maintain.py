@@ -6,7 +6,8 @@ Which generators does a command line process know? Two ways to tell it:
   ``RedisIds`` and generators (with their real options and ``floor=``) and maintain every one of
   them: pre-create the coming days' counters, purge old days, report pools. ``attribute`` may also
   be a function returning it. The current directory is on the import path, as for ``python -m``.
-* ``--date-prefixed NS`` / ``--daily-code NS`` / ``--short-id NS`` (repeatable) on
+* ``--date-prefixed NS`` / ``--daily-code NS`` / ``--short-id NS`` (repeatable; one such flag for
+  every registered strategy that is date-keyed or a pool and readable from its claims) on
   ``--redis-url``: each generator is rebuilt from the claim its namespace records on the nodes
   (the application's options; nodes that disagree are an error, a namespace without a claim has
   nothing to maintain). A claim does not say what ``floor=`` the application uses, so these
@@ -24,16 +25,26 @@ from typing import Any
 
 from sa_redis_ids.cli.options import add_redis_options, non_negative_int, redis_ids_from
 from sa_redis_ids.errors import ConfigError
+from sa_redis_ids.generators.abilities import DayKeyed, Pool
+from sa_redis_ids.generators.registry import strategies
 from sa_redis_ids.ids import RedisIds
 from sa_redis_ids.maintenance.claims import generator_from_claims
 from sa_redis_ids.maintenance.job import Maintenance, MaintenanceSummary
 
-NAMESPACE_FLAGS = (
-    ("--date-prefixed", "date_prefixed", "DatePrefixed"),
-    ("--daily-code", "daily_code", "DailyCode"),
-    ("--short-id", "short_id", "ShortId"),
-)
-"""The namespace options: flag, ``RedisIds`` factory (and claim kind), strategy name."""
+
+def namespace_flags() -> list[tuple[str, str]]:
+    """The namespace options, ``(flag, strategy)``: one per registered strategy that maintenance
+    has work for (date-keyed, or a pool) and that can be rebuilt from its node claims."""
+    return [
+        ("--" + each.name.replace("_", "-"), each.name)
+        for each in strategies()
+        if each.from_claims and (each.has(DayKeyed) or each.has(Pool))
+    ]
+
+
+def _flag_list() -> str:
+    return "/".join(flag for flag, _ in namespace_flags())
+
 
 DEFAULT_PRECREATE_DAYS = 2
 NO_PRECREATE_NOTE = (
@@ -94,7 +105,7 @@ def register(sub: Any) -> None:
         help="pre-create and purge date-keyed counters, report ShortId pools",
         description="Run the maintenance job. With --app: create today's and the next days' "
         "counters (with the application's floors), purge days older than --keep-days, report "
-        "how full ShortId pools are. With --date-prefixed/--daily-code/--short-id NS instead: "
+        f"how full ShortId pools are. With {_flag_list()} NS instead: "
         "the generators are rebuilt from the claims the nodes record, and only purge and report "
         "(without the application's floor no day counter is created). Without --once it runs in "
         "the foreground on its schedule (hourly and 23:50 in each generator's time zone) until "
@@ -117,7 +128,7 @@ def register(sub: Any) -> None:
         f"(default {DEFAULT_PRECREATE_DAYS})",
     )
     add_app_option(parser)
-    for flag, _, what in NAMESPACE_FLAGS:
+    for flag, what in namespace_flags():
         parser.add_argument(
             flag,
             action="append",
@@ -134,14 +145,13 @@ def build(args: argparse.Namespace) -> Maintenance:
     """The ``Maintenance`` the options describe, with its generators made."""
     named = [
         (kind, ns)
-        for flag, kind, _ in NAMESPACE_FLAGS
-        for ns in getattr(args, flag[2:].replace("-", "_"))
+        for flag, kind in namespace_flags()
+        for ns in getattr(args, flag[2:].replace("-", "_"), None) or []
     ]
     if args.app:
         if named:
             raise ConfigError(
-                "--app maintains every generator of the application; leave out "
-                "--date-prefixed/--daily-code/--short-id"
+                f"--app maintains every generator of the application; leave out {_flag_list()}"
             )
         ids = app_or_redis(args)
         if not ids.generators:
@@ -153,7 +163,7 @@ def build(args: argparse.Namespace) -> Maintenance:
     if not named:
         raise ConfigError(
             "no generators to maintain: name the application with --app MODULE:ATTR or "
-            "namespaces with --date-prefixed/--daily-code/--short-id"
+            f"namespaces with {_flag_list()}"
         )
     if args.precreate_days is not None:
         raise ConfigError(

@@ -16,25 +16,18 @@ from typing import Any
 
 from sa_redis_ids.cli.generators import (
     add_generator_options,
+    call_options,
+    factory_name,
     find_generator,
     generator_from_nodes,
-    given_options,
     refuse_options_with_app,
 )
 from sa_redis_ids.cli.maintain import add_app_option, app_or_redis
 from sa_redis_ids.cli.options import add_redis_options, count
-from sa_redis_ids.cli.parse import snowflake_layout
-from sa_redis_ids.errors import ConfigError
+from sa_redis_ids.errors import ConfigError, SaRedisIdsError
 from sa_redis_ids.generators.base import IdGenerator
-from sa_redis_ids.generators.snowflake import (
-    DEFAULT_TOLERANCE_MS,
-    SnowflakeGenerator,
-    check_shard,
-)
+from sa_redis_ids.generators.registry import strategies, strategy
 from sa_redis_ids.ids import RedisIds
-from sa_redis_ids.maintenance.claims import KINDS
-
-STRATEGIES = sorted([*KINDS, "snowflake"])
 
 
 def register(sub: Any) -> None:
@@ -49,7 +42,7 @@ def register(sub: Any) -> None:
     parser.add_argument("--count", "-n", type=count, default=1, help="how many (default 1)")
     parser.add_argument(
         "--strategy",
-        choices=STRATEGIES,
+        choices=[each.name for each in strategies()],
         default=None,
         help="default: the one the nodes record a claim of, else sequence",
     )
@@ -60,20 +53,6 @@ def register(sub: Any) -> None:
     )
     add_app_option(parser)
     add_generator_options(parser)
-    snowflake = parser.add_argument_group("snowflake options (checked by the node claim)")
-    snowflake.add_argument(
-        "--layout",
-        type=snowflake_layout,
-        default="default",
-        help="default, compat, js_safe or EPOCH_MS:TIME/SHARD/SEQUENCE bits",
-    )
-    snowflake.add_argument("--shard", type=int, default=0, help="shard (default 0)")
-    snowflake.add_argument(
-        "--tolerance-ms",
-        type=int,
-        default=DEFAULT_TOLERANCE_MS,
-        help=f"clock step back tolerated (default {DEFAULT_TOLERANCE_MS})",
-    )
     add_redis_options(parser)
     parser.set_defaults(run=run)
 
@@ -87,14 +66,7 @@ def generator_for(ids: RedisIds, args: argparse.Namespace) -> IdGenerator[Any]:
     """The generator ``next`` takes values from (see the module doc)."""
     if args.app:
         return find_generator(ids, args.namespace, args.strategy)
-    generator: IdGenerator[Any]
-    if args.strategy == "snowflake":
-        given_options(args, "snowflake")  # refuses the options of other strategies
-        generator = ids.snowflake(
-            args.namespace, layout=args.layout, tolerance_ms=args.tolerance_ms
-        )
-    else:
-        generator, _ = generator_from_nodes(ids, args.namespace, args, default="sequence")
+    generator, _ = generator_from_nodes(ids, args.namespace, args, default="sequence")
     if not args.new and not is_embedded(ids):
         unclaimed = [node.name for node, claim in generator.recorded_claims() if claim is None]
         if unclaimed:
@@ -111,15 +83,17 @@ def run(args: argparse.Namespace) -> int:
     refuse_options_with_app(args)
     ids = app_or_redis(args)
     generator = generator_for(ids, args)
-    if isinstance(generator, SnowflakeGenerator):
-        try:
-            check_shard(args.shard, generator.layout)
-        except ValueError as exc:
-            print(f"sa-redis-ids: error: --shard: {exc}", file=sys.stderr)
-            return 2
-        values = generator.next_ids(args.count, shard=args.shard)
-    else:
-        values = generator.next_ids(args.count)
+    kind = factory_name(generator)
+    per_call = call_options(args, kind)
+    try:
+        values = generator.next_ids(args.count, **per_call)
+    except ValueError as exc:
+        if not per_call or isinstance(exc, SaRedisIdsError):
+            raise
+        # A per-call option (--shard) the generator refused: a usage error, like a bad flag.
+        flags = ", ".join(o.flag for o in strategy(kind).options if o.keyword in per_call)
+        print(f"sa-redis-ids: error: {flags}: {exc}", file=sys.stderr)
+        return 2
     for value in values:
         print(value)
     return 0

@@ -37,7 +37,8 @@ from sa_redis_ids.cli.generators import (
 )
 from sa_redis_ids.cli.maintain import add_app_option, app_or_redis
 from sa_redis_ids.cli.options import DB_URL_ENV, add_redis_options
-from sa_redis_ids.maintenance.claims import KINDS
+from sa_redis_ids.generators.abilities import Pool, Reseedable
+from sa_redis_ids.generators.registry import Strategy, strategies
 from sa_redis_ids.maintenance.reseed import ReseedStep, reseed_from_table
 
 PROGRESS_EVERY = 25
@@ -51,7 +52,13 @@ def iso_day(text: str) -> date:
         raise argparse.ArgumentTypeError(f"{text!r} is not a date like 2026-11-22") from None
 
 
+def reseedable() -> list[Strategy]:
+    """The registered strategies whose counters can be raised, or whose pools marked taken."""
+    return [each for each in strategies() if each.has(Reseedable) or each.has(Pool)]
+
+
 def register(sub: Any) -> None:
+    among = reseedable()
     parser = sub.add_parser(
         "reseed",
         help="raise Redis counters above a table's current values",
@@ -67,7 +74,7 @@ def register(sub: Any) -> None:
     parser.add_argument("--column", default="id", help="the column the generator fills (id)")
     parser.add_argument(
         "--strategy",
-        choices=sorted(KINDS),
+        choices=[each.name for each in among],
         default=None,
         help="the generator's strategy (default: the one the nodes record a claim of; "
         "with --app: found by namespace)",
@@ -84,7 +91,7 @@ def register(sub: Any) -> None:
         "--since", type=iso_day, metavar="YYYY-MM-DD", help="date-keyed: only days from this on"
     )
     add_app_option(parser)
-    add_generator_options(parser)
+    add_generator_options(parser, among, per_call=False)
     add_redis_options(parser)
     parser.set_defaults(run=run)
 

@@ -1,18 +1,27 @@
-"""The five strategies the library ships, registered under their factory names."""
+"""The five strategies the library ships, registered under their factory names, each with the
+command-line options that shape it (the one place the command line learns them from)."""
 
 from __future__ import annotations
 
+import argparse
 import sys
 import warnings
+from dataclasses import dataclass
 from typing import Any
 
 from sa_redis_ids.errors import ConfigError
+from sa_redis_ids.generators.base import IdGenerator
 from sa_redis_ids.generators.daily_code import DailyCodeGenerator
-from sa_redis_ids.generators.date_prefixed import DatePrefixedGenerator
-from sa_redis_ids.generators.registry import Build, Context, register_strategy
+from sa_redis_ids.generators.date_prefixed import FORMATS, DatePrefixedGenerator
+from sa_redis_ids.generators.registry import Build, Context, OptionSpec, register_strategy, switch
 from sa_redis_ids.generators.sequence import SequenceGenerator
 from sa_redis_ids.generators.short_id import ShortIdGenerator
-from sa_redis_ids.generators.snowflake import SnowflakeGenerator, resolve_layout
+from sa_redis_ids.generators.snowflake import (
+    LAYOUTS,
+    SnowflakeGenerator,
+    SnowflakeLayout,
+    resolve_layout,
+)
 
 
 def _user_stacklevel() -> int:
@@ -68,14 +77,113 @@ def build_daily_code(context: Context, namespace: str, **options: Any) -> DailyC
     )
 
 
-BUILTIN: dict[str, Build] = {
-    "sequence": build_sequence,
-    "snowflake": build_snowflake,
-    "short_id": build_short_id,
-    "date_prefixed": build_date_prefixed,
-    "daily_code": build_daily_code,
+def integer(text: str) -> int:
+    """An option's integer (its range is the factory's to check, with the option's name)."""
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+
+
+def snowflake_layout(text: str) -> str | SnowflakeLayout:
+    """A layout name, or ``EPOCH_MS:TIME/SHARD/SEQUENCE`` bits (``0:41/12/10``)."""
+    if text in LAYOUTS:
+        return text
+    try:
+        epoch, bits = text.split(":")
+        time_bits, shard_bits, sequence_bits = (int(part) for part in bits.split("/"))
+        return SnowflakeLayout(int(epoch), time_bits, shard_bits, sequence_bits)
+    except ValueError as exc:  # ConfigError is a ValueError too
+        names = ", ".join(LAYOUTS)
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a layout: use {names} or EPOCH_MS:TIME/SHARD/SEQUENCE bits "
+            f"such as 0:41/12/10 ({exc})"
+        ) from None
+
+
+def date_format(text: str) -> str:
+    """One of the date-prefixed formats."""
+    if text not in FORMATS:
+        raise argparse.ArgumentTypeError(f"{text!r} is not one of {', '.join(FORMATS)}")
+    return text
+
+
+JS_SAFE = OptionSpec("--js-safe", "js_safe", "at most 2^53-1", parse=switch)
+
+
+@dataclass(frozen=True)
+class Builtin:
+    """One shipped strategy: what ``register_strategy`` gets for it."""
+
+    build: Build
+    generator: type[IdGenerator[Any]]
+    options: tuple[OptionSpec, ...]
+    from_claims: bool = True
+
+
+BUILTIN: dict[str, Builtin] = {
+    "sequence": Builtin(
+        build_sequence,
+        SequenceGenerator,
+        (OptionSpec("--start", "start", "first value", parse=integer), JS_SAFE),
+    ),
+    "snowflake": Builtin(
+        build_snowflake,
+        SnowflakeGenerator,
+        (
+            OptionSpec(
+                "--layout",
+                "layout",
+                "default, compat (seed 003, ms since 1970), js_safe or "
+                "EPOCH_MS:TIME/SHARD/SEQUENCE bits",
+                parse=snowflake_layout,
+            ),
+            OptionSpec(
+                "--tolerance-ms", "tolerance_ms", "clock step back tolerated", parse=integer
+            ),
+            OptionSpec("--shard", "shard", "shard of the IDs (default 0)", integer, per_call=True),
+        ),
+        from_claims=False,  # its config records the layout's bits, not the factory's keywords
+    ),
+    "short_id": Builtin(
+        build_short_id,
+        ShortIdGenerator,
+        (
+            OptionSpec("--pool-size", "pool_size", "pool size", parse=integer),
+            OptionSpec("--offset", "offset", "first value of the pool", parse=integer),
+        ),
+    ),
+    "date_prefixed": Builtin(
+        build_date_prefixed,
+        DatePrefixedGenerator,
+        (
+            OptionSpec("--fmt", "fmt", f"date format: {', '.join(FORMATS)}", parse=date_format),
+            OptionSpec("--length", "length", "total digits", parse=integer),
+            OptionSpec("--start", "start", "first counter of a day", parse=integer),
+            OptionSpec("--tz", "tz", "time zone of the days (library default UTC)"),
+            JS_SAFE,
+        ),
+    ),
+    "daily_code": Builtin(
+        build_daily_code,
+        DailyCodeGenerator,
+        (
+            OptionSpec(
+                "--code-prefix", "code_prefix", "code prefix (default IS)", recorded="prefix"
+            ),
+            OptionSpec("--digits", "digits", "counter digits", parse=integer),
+            OptionSpec("--tz", "tz", "time zone of the days (library default Asia/Shanghai)"),
+        ),
+    ),
 }
 """The library's strategies by factory name."""
 
-for _name, _build in BUILTIN.items():
-    register_strategy(_name, _build, replace=True)
+for _name, _builtin in BUILTIN.items():
+    register_strategy(
+        _name,
+        _builtin.build,
+        generator=_builtin.generator,
+        options=_builtin.options,
+        from_claims=_builtin.from_claims,
+        replace=True,
+    )

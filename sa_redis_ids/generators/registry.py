@@ -10,10 +10,13 @@ glue and maintenance, which ask a generator for its abilities by type
 
 from __future__ import annotations
 
+import importlib
+import os
 import re
 import threading
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from importlib.metadata import entry_points
 from typing import TYPE_CHECKING, Any
 
 from sa_redis_ids.errors import ConfigError
@@ -23,6 +26,38 @@ if TYPE_CHECKING:
     from sa_redis_ids.redis.nodes import Node, NodeSet
 
 NAME = re.compile(r"[a-z][a-z0-9_]{0,39}")
+FLAG = re.compile(r"--[a-z][a-z0-9-]*")
+KEYWORD = re.compile(r"[a-z_][a-z0-9_]*")
+
+RESERVED_FLAGS = frozenset(
+    [
+        "--app",
+        "--cluster",
+        "--column",
+        "--count",
+        "--db-url",
+        "--help",
+        "--json",
+        "--keep-days",
+        "--new",
+        "--once",
+        "--precreate-days",
+        "--prefix",
+        "--redis-url",
+        "--since",
+        "--strategy",
+        "--table",
+    ]
+)
+"""The command line's own options: no strategy may declare them."""
+
+ENTRY_POINT_GROUP = "sa_redis_ids.strategies"
+"""Installed packages name a module here (``[project.entry-points."sa_redis_ids.strategies"]``)
+that registers their strategies on import; the command line loads them before it reads its
+arguments."""
+MODULES_ENV = "SA_REDIS_IDS_STRATEGIES"
+"""Comma-separated modules the command line imports first, for strategies not installed as
+entry points (e.g. ``SA_REDIS_IDS_STRATEGIES=myapp.ids_strategies``)."""
 
 
 @dataclass(frozen=True)
@@ -41,23 +76,136 @@ Build = Callable[..., "IdGenerator[Any]"]
 """``build(context, namespace, **options)``: a new generator of the strategy."""
 
 
+def switch(text: str) -> bool:  # pragma: no cover - a switch takes no text
+    """The parser of an :class:`OptionSpec` that is a switch (``--js-safe``): present means True."""
+    raise TypeError("a switch takes no value")
+
+
+@dataclass(frozen=True)
+class OptionSpec:
+    """One command-line option of a strategy: ``--flag VALUE`` becomes ``keyword=parse(VALUE)``.
+
+    Every sub-command that builds generators (``next``, ``parse``, ``reseed``; ``maintain`` and
+    the claims by the recorded names) reads these, so an option is declared once. Strategies may
+    declare the same flag: it is then one command-line option that each of them reads.
+    """
+
+    flag: str
+    """``--code-prefix``: two dashes, lowercase letters, digits and dashes."""
+    keyword: str
+    """The keyword argument of the strategy's factory (``code_prefix``)."""
+    help: str = ""
+    parse: Callable[[str], Any] = str
+    """Text to value (``int``…): an argparse ``type``, so ``ArgumentTypeError``/``ValueError``
+    give a one-line usage error. :func:`switch` makes a flag without value that means True."""
+    recorded: str = ""
+    """The name under which the generator's ``config`` records the option, if not ``keyword``
+    (``daily_code`` records ``code_prefix`` as ``prefix``)."""
+    per_call: bool = False
+    """Not a factory option but a keyword of ``next_ids`` (a snowflake's ``--shard``): never
+    part of a claim, allowed with ``--app``."""
+    parse_only: bool = False
+    """Only ``sa-redis-ids parse`` offers it (what decoding needs but ``next`` takes elsewhere)."""
+
+    def __post_init__(self) -> None:
+        if not FLAG.fullmatch(self.flag):
+            raise ConfigError(f"option flag {self.flag!r} must look like --some-name")
+        if not KEYWORD.fullmatch(self.keyword):
+            raise ConfigError(f"option keyword {self.keyword!r} must be a Python identifier")
+        if not callable(self.parse):
+            raise ConfigError(f"option {self.flag}: parse must be callable, not {self.parse!r}")
+
+    @property
+    def dest(self) -> str:
+        """The attribute argparse stores it under (``code_prefix`` for ``--code-prefix``)."""
+        return self.flag.removeprefix("--").replace("-", "_")
+
+    @property
+    def is_switch(self) -> bool:
+        return self.parse is switch
+
+    @property
+    def config_name(self) -> str:
+        """The name of the option in a recorded ``config``."""
+        return self.recorded or self.keyword
+
+
 @dataclass(frozen=True)
 class Strategy:
-    """A registered strategy."""
+    """A registered strategy: how to build it and what the tools need to know of it."""
 
     name: str
     build: Build
     summary: str
+    generator: type[IdGenerator[Any]] | None = None
+    """The class ``build`` returns: the command line offers ``parse`` for it when it is
+    :class:`~sa_redis_ids.generators.abilities.Parseable`, ``maintain`` when it is date-keyed or a
+    pool; its ``strategy`` attribute is the key part of its claims."""
+    options: tuple[OptionSpec, ...] = ()
+    """Its command-line options (see :class:`OptionSpec`)."""
+    config_kind: str = ""
+    """The first part of its generators' ``config`` (``sequence`` of ``sequence:start=1``);
+    default: the name."""
+    from_claims: bool = False
+    """Whether a generator can be rebuilt from the ``config`` its nodes record: that config is
+    ``kind:name=value:…`` with every ``name`` a factory keyword (or an option's ``recorded``
+    name), each value read back by its option's ``parse``."""
+    extra: dict[str, Any] = field(default_factory=dict, compare=False)
+    """Free for the strategy's own tools."""
+
+    @property
+    def kind(self) -> str:
+        return self.config_kind or self.name
+
+    @property
+    def key_part(self) -> str | None:
+        """The key part of its keys and claims (the generator class's ``strategy``), if known."""
+        return None if self.generator is None else self.generator.strategy
+
+    def option(self, flag: str) -> OptionSpec | None:
+        return next((o for o in self.options if o.flag == flag), None)
+
+    def has(self, ability: type) -> bool:
+        """Whether its generators have ``ability`` (a protocol of
+        :mod:`~sa_redis_ids.generators.abilities`), judged by the methods of the declared class
+        (a generator itself is asked with ``isinstance``)."""
+        return self.generator is not None and _class_has(self.generator, ability)
+
+
+def _class_has(cls: type, ability: type) -> bool:
+    """Whether ``cls`` defines every method of protocol ``ability`` (its data members are set
+    per instance, so only ``isinstance`` on a generator sees them)."""
+    methods = [
+        name
+        for name, member in vars(ability).items()
+        if not name.startswith("_") and callable(member)
+    ]
+    return all(callable(getattr(cls, name, None)) for name in methods)
 
 
 _STRATEGIES: dict[str, Strategy] = {}
 _LOCK = threading.Lock()
 
 
-def register_strategy(name: str, build: Build, *, summary: str = "", replace: bool = False) -> None:
+def register_strategy(
+    name: str,
+    build: Build,
+    *,
+    summary: str = "",
+    generator: type[IdGenerator[Any]] | None = None,
+    options: Iterable[OptionSpec] = (),
+    config_kind: str = "",
+    from_claims: bool = False,
+    replace: bool = False,
+) -> None:
     """Register strategy ``name`` (lowercase letters, digits, ``_``): ``ids.generator(name, ns,
     **options)`` then calls ``build(context, ns, **options)``. A second registration of a name
-    raises :class:`ConfigError` unless ``replace=True``."""
+    raises :class:`ConfigError` unless ``replace=True``.
+
+    What the tools read (see :class:`Strategy`): ``generator``, the class ``build`` returns;
+    ``options``, its command-line options; ``config_kind``, the first part of its ``config``
+    (default ``name``); ``from_claims=True`` when a generator can be rebuilt from that config.
+    """
     if not isinstance(name, str) or not NAME.fullmatch(name):
         raise ConfigError(
             f"strategy name {name!r} must be 1-40 lowercase letters, digits or '_', "
@@ -65,10 +213,31 @@ def register_strategy(name: str, build: Build, *, summary: str = "", replace: bo
         )
     if not callable(build):
         raise ConfigError(f"build for strategy {name!r} must be callable, not {build!r}")
+    specs = tuple(options)
+    for spec in specs:
+        if not isinstance(spec, OptionSpec):
+            raise ConfigError(f"strategy {name!r}: options must be OptionSpec, not {spec!r}")
+    flags = [spec.flag for spec in specs]
+    taken = sorted(RESERVED_FLAGS.intersection(flags))
+    if taken:
+        raise ConfigError(f"strategy {name!r}: {', '.join(taken)} is the command line's own")
+    if len(set(flags)) != len(flags):
+        raise ConfigError(f"strategy {name!r} declares a flag twice: {flags}")
+    if generator is not None and not (isinstance(generator, type) and hasattr(generator, "config")):
+        raise ConfigError(f"strategy {name!r}: generator must be an IdGenerator class")
+    found = Strategy(
+        name,
+        build,
+        summary or (build.__doc__ or "").strip(),
+        generator=generator,
+        options=specs,
+        config_kind=config_kind,
+        from_claims=bool(from_claims),
+    )
     with _LOCK:
         if name in _STRATEGIES and not replace:
             raise ConfigError(f"a strategy named {name!r} is already registered")
-        _STRATEGIES[name] = Strategy(name, build, summary or (build.__doc__ or "").strip())
+        _STRATEGIES[name] = found
 
 
 def strategy(name: str) -> Strategy:
@@ -83,3 +252,41 @@ def strategy(name: str) -> Strategy:
 def strategies() -> list[Strategy]:
     """Every registered strategy, by name."""
     return [_STRATEGIES[name] for name in sorted(_STRATEGIES)]
+
+
+def strategy_of_config(config: str) -> Strategy | None:
+    """The registered strategy whose generators record ``config`` (by its kind), if any."""
+    kind = config.partition(":")[0]
+    return next((s for s in strategies() if s.kind == kind), None)
+
+
+def load_strategy_modules(modules: Iterable[str] | None = None) -> list[str]:
+    """Import the modules that register users' strategies: the entry points of group
+    :data:`ENTRY_POINT_GROUP` and the modules named in ``$SA_REDIS_IDS_STRATEGIES`` (or
+    ``modules``); the names imported. A module that cannot be imported is a :class:`ConfigError`.
+    """
+    names = list(modules) if modules is not None else _env_modules()
+    loaded: list[str] = []
+    for point in entry_points(group=ENTRY_POINT_GROUP):
+        try:
+            point.load()
+        except Exception as exc:
+            raise ConfigError(
+                f"the strategy entry point {point.name!r} ({point.value}) failed to load: "
+                f"{type(exc).__name__}: {exc}"
+            ) from exc
+        loaded.append(point.value)
+    for module in names:
+        try:
+            importlib.import_module(module)
+        except Exception as exc:
+            raise ConfigError(
+                f"cannot import the strategy module {module!r} (from ${MODULES_ENV}): "
+                f"{type(exc).__name__}: {exc}"
+            ) from exc
+        loaded.append(module)
+    return loaded
+
+
+def _env_modules() -> list[str]:
+    return [part.strip() for part in os.environ.get(MODULES_ENV, "").split(",") if part.strip()]

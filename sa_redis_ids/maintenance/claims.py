@@ -8,6 +8,12 @@ generator with the application's options instead of guessing them::
 
     invoices = generator_from_claims(ids, "invoices", "date_prefixed")   # None: no claim anywhere
 
+Which strategies can be read back is the registry's to say: those registered with
+``from_claims=True`` (the built-ins but snowflake, whose config records its layout's bits, and any
+user strategy whose ``config`` is ``name:keyword=value:…``). Each recorded part is read by the
+strategy's declared option of that name (``--digits`` reads ``digits=4`` as an int), and the
+generator is rebuilt through ``ids.generator(name, namespace, **options)``.
+
 A claim does not hold ``floor=``, which lives in the application's code: a generator rebuilt from
 claims must never create a day's counter, or a Redis that lost its data would restart that day at
 0 below what the database holds. Maintenance built on such generators only purges and reports.
@@ -15,15 +21,13 @@ claims must never create a day's counter, or a Redis that lost its data would re
 
 from __future__ import annotations
 
+import argparse
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from sa_redis_ids.errors import ConfigError
 from sa_redis_ids.generators.base import IdGenerator
-from sa_redis_ids.generators.daily_code import DailyCodeGenerator
-from sa_redis_ids.generators.date_prefixed import DatePrefixedGenerator
-from sa_redis_ids.generators.sequence import SequenceGenerator
-from sa_redis_ids.generators.short_id import ShortIdGenerator
+from sa_redis_ids.generators.registry import Strategy, strategies, strategy, strategy_of_config
 from sa_redis_ids.ids import RedisIds
 from sa_redis_ids.keys import KeySpace
 from sa_redis_ids.redis.scripts import reply_text
@@ -31,22 +35,28 @@ from sa_redis_ids.redis.scripts import reply_text
 if TYPE_CHECKING:
     from sa_redis_ids.redis.nodes import Node
 
-KINDS: dict[str, type[IdGenerator[Any]]] = {
-    "sequence": SequenceGenerator,
-    "date_prefixed": DatePrefixedGenerator,
-    "daily_code": DailyCodeGenerator,
-    "short_id": ShortIdGenerator,
-}
-"""The strategies whose claims can be read back: the ``RedisIds`` factory of the same name makes
-them, and the keys of their ``config`` are that factory's keyword arguments."""
 
-INT_OPTIONS = frozenset({"start", "length", "digits", "pool_size", "offset"})
-"""Options recorded as integers (the others are text)."""
+def claim_kinds() -> list[str]:
+    """The registered strategies whose generators can be rebuilt from their claims (those
+    registered with ``from_claims=True`` and their generator class), by name."""
+    return [s.name for s in strategies() if s.from_claims and s.key_part is not None]
+
+
+def _claimable(kind: str) -> Strategy:
+    found = strategy(kind)
+    if not found.from_claims or found.key_part is None:
+        raise ConfigError(
+            f"a {kind} generator cannot be rebuilt from the claims its nodes record; "
+            f"those that can: {', '.join(claim_kinds())}"
+        )
+    return found
 
 
 def recorded_claims(ids: RedisIds, namespace: str, kind: str) -> list[tuple[str, str | None]]:
     """Each node's name with the claim it records for ``namespace`` and ``kind`` (None: none)."""
-    key = KeySpace(ids.prefix, namespace).key(KINDS[kind].strategy, "node")
+    part = _claimable(kind).key_part
+    assert part is not None
+    key = KeySpace(ids.prefix, namespace).key(part, "node")
 
     def action(node: Node) -> tuple[str, str | None]:
         found = node.client.get(key)
@@ -74,26 +84,32 @@ def recorded_config(ids: RedisIds, namespace: str, kind: str) -> str | None:
 
 
 def options_from_config(config: str) -> tuple[str, dict[str, Any]]:
-    """The kind and the factory keyword arguments of a recorded ``config``.
+    """The strategy and the factory keyword arguments of a recorded ``config``.
 
     ``"date_prefixed:fmt=YYMMDD:length=12:start=0:tz=UTC"`` gives
-    ``("date_prefixed", {"fmt": "YYMMDD", "length": 12, "start": 0, "tz": "UTC"})``.
+    ``("date_prefixed", {"fmt": "YYMMDD", "length": 12, "start": 0, "tz": "UTC"})``: each part is
+    read by the strategy's declared option of that (recorded) name, other parts stay text.
     """
-    kind, _, rest = config.partition(":")
-    if kind not in KINDS:
+    kind = config.partition(":")[0]
+    found = strategy_of_config(config)
+    if found is None or not found.from_claims:
         raise ConfigError(f"cannot read the recorded config {config!r}: unknown kind {kind!r}")
+    by_name = {spec.config_name: spec for spec in found.options if not spec.per_call}
+    rest = config.partition(":")[2]
     options: dict[str, Any] = {}
     for part in rest.replace(",", ":").split(":") if rest else []:
         name, sep, value = part.partition("=")
         if not sep or not name:
             raise ConfigError(f"cannot read the recorded config {config!r}: bad part {part!r}")
+        spec = by_name.get(name)
+        if spec is None:
+            options[name] = value
+            continue
         try:
-            options[name] = int(value) if name in INT_OPTIONS else value
-        except ValueError:
+            options[spec.keyword] = spec.parse(value)
+        except (ValueError, TypeError, argparse.ArgumentTypeError):
             raise ConfigError(f"cannot read the recorded config {config!r}: {part!r}") from None
-    if kind == "daily_code" and "prefix" in options:  # recorded under its older name
-        options["code_prefix"] = options.pop("prefix")
-    return kind, options
+    return found.name, options
 
 
 def generator_from_claims(

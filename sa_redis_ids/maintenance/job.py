@@ -2,15 +2,19 @@
 
 One :meth:`Maintenance.run_once` walks every generator its :class:`~sa_redis_ids.RedisIds` made:
 
-* **date-keyed** generators (anything with ``precreate`` and ``purge_before``: DatePrefixed,
-  DailyCode) get the counters of *today* and the ``precreate_days`` days after it created ahead of
+* **date-keyed** generators (:class:`~sa_redis_ids.generators.abilities.DayKeyed`: DatePrefixed,
+  DailyCode, any registered strategy with that ability) get the counters of *today* and the ``precreate_days`` days after it created ahead of
   time (with their floor, under the first-of-day lock, where one is configured), so midnight's first
   request is a plain increment. Days older than the ``keep_days`` most recent ones (today counted)
   are deleted with ``purge_before(today − (keep_days − 1))``, which also raises the purge marker so
   a late writer can never re-create them. ``precreate=False`` leaves creation to the generators'
   own first use (where their floor applies) and only purges. *Today* is the generator's own day: Redis ``TIME`` (or the
   injected ``now``) in the generator's time zone.
-* **pool** generators (anything with ``stats()``: ShortId) report how full they are.
+* **pool** generators (:class:`~sa_redis_ids.generators.abilities.Pool`: ShortId) report how
+  full they are.
+
+Other generators are walked and left alone: the job asks each one for its abilities by type,
+never for its strategy's name.
 
 Several app instances may run the job. A Redlock named ``maintenance`` decides which one does the
 work; the winner keeps it for ``lock_ttl`` seconds (a lease, not released after a clean run, and
@@ -30,6 +34,7 @@ from datetime import date, datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any, Protocol
 
 from sa_redis_ids.errors import ConfigError, LockHeld, LockNotAcquired, SaRedisIdsError
+from sa_redis_ids.generators.abilities import DayKeyed, Pool
 from sa_redis_ids.generators.day_window import local_day
 from sa_redis_ids.validation import check_bool, check_seconds, check_share
 
@@ -172,21 +177,6 @@ def strategy_name(generator: object) -> str:
     return type(generator).__name__.removesuffix("Generator")
 
 
-def is_date_keyed(generator: object) -> bool:
-    """Whether maintenance pre-creates and purges this generator's day counters."""
-    return callable(getattr(generator, "precreate", None)) and callable(
-        getattr(generator, "purge_before", None)
-    )
-
-
-def is_pool(generator: object) -> bool:
-    """Whether maintenance reports this generator's fill: a pool (ShortId) has ``stats()`` and
-    ``reserve()`` (buffered generators have a ``stats()`` of their own, about the buffer)."""
-    return callable(getattr(generator, "stats", None)) and callable(
-        getattr(generator, "reserve", None)
-    )
-
-
 class Maintenance:
     """The maintenance job of one :class:`~sa_redis_ids.RedisIds` (``ids.maintenance()``).
 
@@ -310,11 +300,11 @@ class Maintenance:
         pools: list[PoolReport] = []
         errors: list[MaintenanceError] = []
         for generator in self.ids.generators:
-            if is_date_keyed(generator):
+            if isinstance(generator, DayKeyed):
                 report = self._maintain_days(generator, now, redis_ms, errors)
                 if report is not None:
                     counters.append(report)
-            if is_pool(generator):
+            if isinstance(generator, Pool):
                 pool = self._pool_report(generator, errors)
                 if pool is not None:
                     pools.append(pool)
@@ -332,7 +322,8 @@ class Maintenance:
         errors: list[MaintenanceError],
     ) -> DayCounterReport | None:
         ns = generator.namespace
-        gen: Any = generator
+        assert isinstance(generator, DayKeyed)
+        gen: DayKeyed = generator
         try:
             today = self.today_of(generator, now=now, redis_ms=redis_ms)
         except Exception as exc:
@@ -371,8 +362,9 @@ class Maintenance:
     def _pool_report(
         self, generator: IdGenerator[Any], errors: list[MaintenanceError]
     ) -> PoolReport | None:
+        assert isinstance(generator, Pool)
         try:
-            stats: Any = generator.stats()  # type: ignore[attr-defined]
+            stats = generator.stats()
         except Exception as exc:
             logger.exception("maintenance: reading the pool of %s failed", generator.namespace)
             errors.append(MaintenanceError(generator.namespace, "stats", str(exc)))
@@ -400,12 +392,12 @@ class Maintenance:
         The Redis reading follows the generator's Redis clock, so a test that moved it
         (``sa_redis_ids.testing.shift_time``) moves its maintenance day too.
         """
-        clock: Any = getattr(generator, "clock", None)
-        if clock is None:
+        if not isinstance(generator, DayKeyed):
             raise ConfigError(
-                "a date-keyed generator needs a 'clock' with its time zone",
+                f"a {generator.strategy} generator is not date-keyed: it has no day of its own",
                 namespace=generator.namespace,
             )
+        clock = generator.clock
         if now is not None:
             return now.astimezone(clock.tz).date()
         ms = self._redis_time_ms() if redis_ms is None else redis_ms
@@ -445,13 +437,8 @@ class Maintenance:
 
     def time_zones(self) -> list[str]:
         """The IANA names of the date-keyed generators' time zones (``["UTC"]`` if there are none)."""
-        names = {
-            getattr(getattr(g, "clock", None), "tz_name", None)
-            for g in self.ids.generators
-            if is_date_keyed(g)
-        }
-        found = sorted(name for name in names if isinstance(name, str))
-        return found or ["UTC"]
+        names = {g.clock.tz_name for g in self.ids.generators if isinstance(g, DayKeyed)}
+        return sorted(names) or ["UTC"]
 
     def trigger(self) -> Any:
         """The default trigger: see :func:`sa_redis_ids.maintenance.scheduling.default_trigger`."""

@@ -5,12 +5,16 @@ must start above the values in the table. :func:`reseed_from_table` reads the ta
 generator's set-if-greater ``ensure_at_least`` (counters never move backwards, so running it twice,
 or while the application runs, is safe):
 
-* a **sequence**: ``MAX(column)`` once;
-* a **date-keyed** generator (DatePrefixed, DailyCode): the maximum of every day in the table,
+Which treatment a generator gets depends on its abilities
+(:mod:`~sa_redis_ids.generators.abilities`), not its strategy's name:
+
+* a **counter** (:class:`~sa_redis_ids.generators.abilities.Reseedable`: Sequence, a user's
+  counter strategy): ``MAX(column)`` once, over the values from its ``start`` to its ``max_value``;
+* a **date-keyed** generator (``DayKeyed`` and ``Reseedable``: DatePrefixed, DailyCode): the maximum of every day in the table,
   newest first. Each day is one indexed ``MAX`` query below the previous day's lowest value, so only
   the days actually present are visited. Days at or before the purge marker are skipped: maintenance
   removed them for good and no generator can issue them again;
-* a **pool** (ShortId, which has ``reserve``): every value is marked taken, in chunks.
+* a **pool** (``Pool``: ShortId): every value is marked taken, in chunks.
 
 The generator must have the application's options: a node that records another claim for the
 namespace (other options, another node list) stops the reseed with ``ConfigError`` before anything
@@ -30,8 +34,9 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import NoSuchTableError
 
 from sa_redis_ids.errors import ConfigError, DayPurged
+from sa_redis_ids.generators.abilities import DayKeyed, Pool, Reseedable
 from sa_redis_ids.generators.base import IdGenerator
-from sa_redis_ids.maintenance.job import is_date_keyed, strategy_name
+from sa_redis_ids.maintenance.job import strategy_name
 
 RESERVE_CHUNK = 10_000
 """Values per ``reserve`` call when reseeding a ShortId pool."""
@@ -179,17 +184,17 @@ def reseed_from_table(
         report.skipped = report.rows - int(
             conn.execute(select(func.count(col)).where(within)).scalar() or 0
         )
-        if is_date_keyed(generator):
+        if isinstance(generator, DayKeyed) and isinstance(generator, Reseedable):
             report.kind = "days"
-            _reseed_days(generator, conn, col, within, report, since, progress)
-        elif callable(getattr(generator, "ensure_at_least", None)):
+            _reseed_days(generator, generator, conn, col, within, report, since, progress)
+        elif isinstance(generator, Reseedable):
             top = conn.execute(select(func.max(col)).where(within)).scalar()
             if top is not None:
-                step = ReseedStep(None, top, _changes(generator.ensure_at_least(top)))  # type: ignore[attr-defined]
+                step = ReseedStep(None, top, _changes(generator.ensure_at_least(top)))
                 report.steps.append(step)
                 if progress:
                     progress(step, 1)
-        elif callable(getattr(generator, "reserve", None)):
+        elif isinstance(generator, Pool):
             report.kind = "pool"
             _reserve_all(generator, conn, col, within, report)
         else:
@@ -200,16 +205,23 @@ def reseed_from_table(
     return report
 
 
-def _within(generator: Any, col: Column[Any]) -> Any:
+def _within(generator: IdGenerator[Any], col: Column[Any]) -> Any:
     """The condition on ``col`` that holds for every value ``generator`` can make (indexable: a
     range, plus a length for codes); the rest of the column is skipped and counted."""
-    if is_date_keyed(generator):
+    low: Any
+    high: Any
+    if isinstance(generator, DayKeyed):
         first, last = generator.day_range()
         low, high = generator.day_bounds(first)[0], generator.day_bounds(last)[1]
-    elif isinstance(getattr(generator, "start", None), int):  # a sequence
+    elif isinstance(generator, Pool):
+        low, high = generator.offset, generator.max_value
+    elif isinstance(generator, Reseedable):
         low, high = generator.start, generator.max_value
-    else:  # a pool
-        low, high = getattr(generator, "offset", 0), generator.max_value
+    else:  # checked by the caller
+        raise ConfigError(
+            f"a {generator.strategy} generator has no counter to reseed",
+            namespace=generator.namespace,
+        )
     if isinstance(low, str):
         return and_(col.between(low, high), func.length(col) == len(low))
     # Bounds as BIGINT: an INTEGER column's own type cannot hold 2^63 − 1 (PostgreSQL refuses).
@@ -222,7 +234,8 @@ skipped one by one before the walk gives up with a note."""
 
 
 def _reseed_days(
-    generator: Any,
+    generator: DayKeyed,
+    counters: Reseedable,
     conn: Connection,
     col: Column[Any],
     within: Any,
@@ -257,7 +270,7 @@ def _reseed_days(
             step = ReseedStep(day, top, [], skipped=f"purged through {marker}")
         else:
             try:
-                step = ReseedStep(day, top, _changes(generator.ensure_at_least(top)))
+                step = ReseedStep(day, top, _changes(counters.ensure_at_least(top)))
             except DayPurged as exc:
                 step = ReseedStep(day, top, [], skipped=str(exc))
         report.steps.append(step)
@@ -267,7 +280,7 @@ def _reseed_days(
 
 
 def _reserve_all(
-    generator: Any, conn: Connection, col: Column[Any], within: Any, report: ReseedReport
+    generator: Pool, conn: Connection, col: Column[Any], within: Any, report: ReseedReport
 ) -> None:
     # Options on the statement, not the connection: Connection.execution_options() would change a
     # connection the caller (an Alembic migration) goes on using.
