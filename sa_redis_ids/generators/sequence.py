@@ -74,6 +74,7 @@ class SequenceGenerator(BufferedGenerator[int]):
         self.js_safe = js_safe
         self._limit = limit
         self.counter_key = self.keys.key(self.strategy)
+        self._per_node: dict[int, tuple[str, int, str, list[str]]] = {}
         self._use_buffer(
             block, self._take_block, capacity=limit - self.start + 1, default_max=RANGE_MAX_BLOCK
         )
@@ -102,9 +103,18 @@ class SequenceGenerator(BufferedGenerator[int]):
         """``n`` values of ``node``: one round trip, two when the floor must be read first."""
         return self._with_floor_read_once(node, lambda: self._attempt(node, n))
 
+    def _fixed(self, node: Node) -> tuple[str, int, str, list[str]]:
+        """What every call on ``node`` sends unchanged: the claim, the counter limit (as an int
+        and as text) and the keys; computed once per node."""
+        found = self._per_node.get(node.index)
+        if found is None:
+            limit = node.counter_through(self.start, self._limit)
+            found = (self.claim_for(node), limit, str(limit), [self.counter_key, self.claim_key])
+            self._per_node[node.index] = found
+        return found
+
     def _attempt(self, node: Node, n: int) -> Plan[range]:
-        claim = self.claim_for(node)
-        limit = node.counter_through(self.start, self._limit)
+        claim, limit, limit_text, keys = self._fixed(node)
         high = self.high
         floor = None
         if self._floor is not None and not high.consulted(node.index):
@@ -115,11 +125,11 @@ class SequenceGenerator(BufferedGenerator[int]):
             reply = yield Run(
                 node,
                 "sequence",
-                [self.counter_key, self.claim_key],
+                keys,
                 [
                     n,
                     claim,
-                    str(limit),
+                    limit_text,
                     *heal_args(guard, self.headroom, limit, ask=ask),
                     high.identities[node.index],
                 ],

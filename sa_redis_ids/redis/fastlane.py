@@ -39,6 +39,27 @@ FALLBACK_ERRORS: tuple[type[BaseException], ...] = (
 )
 
 
+def pack(encoder: Any, *parts: Any) -> bytes:
+    """One command in the Redis protocol, as redis-py would send it for these argument types
+    (``bytes``, ``str`` in the client's encoding, ``int``; anything else through redis-py's own
+    encoder), without redis-py's general-purpose packing."""
+    encoding, errors = encoder.encoding, encoder.encoding_errors
+    out = [b"*%d\r\n" % len(parts)]
+    append = out.append
+    for part in parts:
+        kind = type(part)
+        if kind is bytes:
+            data = part
+        elif kind is str:
+            data = part.encode(encoding, errors)
+        elif kind is int:
+            data = b"%d" % part
+        else:
+            data = encoder.encode(part)
+        append(b"$%d\r\n%s\r\n" % (len(data), data))
+    return b"".join(out)
+
+
 class _Held:
     """A connection one thread holds; given back to its pool when the thread ends."""
 
@@ -106,13 +127,14 @@ class FastLane:
             return script(keys=keys, args=args)
         connection = held.connection
         try:
+            packed = pack(connection.encoder, b"EVALSHA", script.sha, len(keys), *keys, *args)
             try:
-                connection.send_command("EVALSHA", script.sha, len(keys), *keys, *args)
+                connection.send_packed_command([packed], check_health=False)
                 return connection.read_response()
             except NoScriptError:
                 connection.send_command("SCRIPT", "LOAD", script.script)
                 connection.read_response()
-                connection.send_command("EVALSHA", script.sha, len(keys), *keys, *args)
+                connection.send_packed_command([packed], check_health=False)
                 return connection.read_response()
         except FALLBACK_ERRORS:
             held.drop()

@@ -419,14 +419,42 @@ class NodeSet:
         can answer. When every node failed only for want of replica acknowledgements, the error raised
         is :class:`ReplicasNotAcknowledged`. The error of the last node tried is the ``__cause__``.
         """
-        start = next(self._turn) % len(self.nodes)
-        order = self.nodes[start:] + self.nodes[:start]
+        nodes = self.nodes
+        start = next(self._turn) % len(nodes) if len(nodes) > 1 else 0
+        first = nodes[start]
         now = self._clock()
+        if first.down_until == 0.0:  # the node in turn answered last time: no bookkeeping
+            try:
+                return (yield from self.on_plan(first, namespace, action))
+            except (RedisUnavailable, SequenceExhausted) as exc:
+                if len(nodes) == 1 and isinstance(exc, SequenceExhausted):
+                    raise
+                failure: BaseException | None = exc
+        else:
+            failure = None
+        return (yield from self._call_others(namespace, action, start, now, failure))
+
+    def _call_others(
+        self,
+        namespace: str,
+        action: Callable[[Node], Plan[T]],
+        start: int,
+        now: float,
+        failure: BaseException | None,
+    ) -> Plan[T]:
+        """:meth:`call_plan` after the node in turn failed with ``failure`` (or was down)."""
+        order = self.nodes[start:] + self.nodes[:start]
         deadline = None if self.call_timeout is None else now + 2 * self.call_timeout
-        healthy = [node for node in order if node.down_until <= now]
-        resting = [node for node in order if node.down_until > now]
         errors: dict[str, BaseException] = {}
         failed: list[BaseException] = []
+        if failure is not None:
+            first = order.pop(0)
+            failed.append(
+                failure.__cause__ or failure if isinstance(failure, RedisUnavailable) else failure
+            )
+            errors[first.name] = failed[-1]
+        healthy = [node for node in order if node.down_until <= now]
+        resting = [node for node in order if node.down_until > now]
         for node in healthy + resting:
             waited = any(not isinstance(e, SequenceExhausted) for e in failed)
             if waited and deadline is not None and self._clock() >= deadline:
