@@ -46,7 +46,7 @@ from sa_redis_ids.errors import (
 )
 from sa_redis_ids.redis.connect import is_async_client, is_embedded, socket_timeout_of
 from sa_redis_ids.redis.eviction import eviction_risk, eviction_risk_async, logger
-from sa_redis_ids.redis.fastlane import FastLane
+from sa_redis_ids.redis.fastlane import AsyncLane, FastLane
 from sa_redis_ids.redis.plans import Plan, now, run_plan
 from sa_redis_ids.redis.replication import (
     DEFAULT_REPLICA_TIMEOUT,
@@ -117,7 +117,10 @@ def describe_client(client: Any) -> str:
 
 
 def _is_ok(reply: Any) -> bool:
-    """Whether a script reply is ``{0, …}``: the script issued what it was asked for."""
+    """Whether a script reply says the script did what it was asked: an issuing script's ok reply
+    (one string, see ``ok_reply`` in ``common.lua``) or a table ``{0, …}``."""
+    if isinstance(reply, (bytes, str)):
+        return True
     return isinstance(reply, list) and bool(reply) and reply[0] == 0
 
 
@@ -204,6 +207,9 @@ class Node:
                 node=self.name,
             )
         self._lane = FastLane(client) if not self.replicas and FastLane.supports(client) else None
+        self._async_lane = (
+            AsyncLane(client) if not self.replicas and AsyncLane.supports(client) else None
+        )
 
     @property
     def name(self) -> str:
@@ -258,10 +264,15 @@ class Node:
         if not self._checked:
             await self.first_use_async(_hash_tag(keys[0]) if keys else None)
         script = self.script(name)
+        if not self.replicas:
+            lane = self._async_lane
+            if lane is not None:
+                return await lane.call(script, keys, args)
+            if script.sha not in self._loaded:
+                await self._load_async(script)
+            return await script(keys=keys, args=args)
         if script.sha not in self._loaded:
             await self._load_async(script)
-        if not self.replicas:
-            return await script(keys=keys, args=args)
         reply, acknowledged = await run_acknowledged_async(
             self.client,
             self.script(name),

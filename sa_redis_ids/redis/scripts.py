@@ -114,7 +114,15 @@ def reply_text(value: Any) -> str:
 
 
 def check_reply(reply: Any, *, namespace: str, node: Named, claim: str = "") -> list[Any]:
-    """Return the payload of an ok reply; raise the exception a status code stands for."""
+    """Return the payload of an ok reply; raise the exception a status code stands for.
+
+    An issuing script answers its ok reply as one space-separated string (``ok_reply`` in
+    ``common.lua``): its parts are returned, as bytes or text like the client's replies.
+    """
+    if isinstance(reply, bytes):
+        return reply.split(b" ")
+    if isinstance(reply, str):
+        return reply.split(" ")
     if not isinstance(reply, list) or not reply:
         raise ScriptError(f"unexpected script reply {reply!r}", namespace=namespace, node=node.name)
     status = int(reply[0])
