@@ -98,9 +98,7 @@ def run_page(page: Path) -> Outcome:
     outcome = Outcome()
     with embedded_servers():
         for example in document:
-            is_code = example.region.evaluator is not None and not isinstance(
-                example.parsed, tuple
-            )
+            is_code = example.region.evaluator is not None and not isinstance(example.parsed, tuple)
             try:
                 example.evaluate()
             except SkipTest as skipped:
