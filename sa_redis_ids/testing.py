@@ -208,7 +208,11 @@ class RedisClockControl:
 
     def back(self, ms: int) -> None:
         """Step the Redis time back by ``ms`` (>= 0) milliseconds, as a clock correction does:
-        a snowflake generator raises ``ClockMovedBackwards`` beyond its ``tolerance_ms``."""
+        a snowflake generator raises ``ClockMovedBackwards`` beyond its ``tolerance_ms``.
+
+        Any move back (``shift`` by a negative amount, ``set`` to an earlier time, ``reset``
+        after a move forward) drops the blocks buffered by the tracked date-keyed generators
+        (``block=``), so their next values are of the day the clock now shows."""
         if _check_ms(ms) < 0:
             raise ValueError(f"back() takes how far back, a non-negative number of ms, not {ms}")
         self.shift(-ms)
@@ -248,9 +252,23 @@ class RedisClockControl:
     # -- internals --------------------------------------------------------------------------------
 
     def _apply(self) -> None:
+        went_back = False
         for clock, _ in self._clocks.values():
+            went_back = went_back or self._offset < clock.shift_ms
             clock.shift_ms = self._offset
+        if went_back:
+            self._drop_day_blocks()
         self._recenter()
+
+    def _drop_day_blocks(self) -> None:
+        """Drop the buffered blocks of date-keyed generators: a block lives until its day ends
+        on the buffer's clock, so after a step back it would still hand out the later day."""
+        for target in self._targets:
+            holders = [*_generators_of(target), *getattr(target, "_fronts", {}).values()]
+            for holder in holders:
+                buffer = getattr(holder, "__dict__", {}).get("buffer")
+                if buffer is not None and buffer.expiring:
+                    buffer.drop()
 
     def _recenter(self) -> None:
         """Rebuild the day windows of the tracked generators around their moved time (a window

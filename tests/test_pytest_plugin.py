@@ -301,6 +301,21 @@ def test_the_clock_control_puts_clocks_back() -> None:
     assert orders.redis_clock.shift_ms == 0
 
 
+def test_a_move_back_drops_buffered_day_blocks_sync_and_asyncio() -> None:
+    ids, aids = RedisIds.embedded(), AsyncRedisIds.embedded()
+    orders, async_orders = ids.date_prefixed("orders", block=5), aids.date_prefixed("o", block=5)
+    users = ids.sequence("users", block=5)
+    control = RedisClockControl(ids, aids)
+    control.set(datetime(2031, 2, 3, 12, tzinfo=timezone.utc))
+    assert str(orders.next_id()).startswith("20310203")
+    assert users.next_id() == 1
+    assert str(asyncio.run(async_orders.next_id())).startswith("20310203")
+    control.back(2 * 86_400_000)
+    assert str(orders.next_id()).startswith("20310201")
+    assert users.next_id() == 2, "a sequence's buffer has no day: kept"
+    assert str(asyncio.run(async_orders.next_id())).startswith("20310201")
+
+
 def test_the_clock_control_checks_its_arguments() -> None:
     control = RedisClockControl(RedisIds.embedded())
     with pytest.raises(ValueError, match="aware"):
