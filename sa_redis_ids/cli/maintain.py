@@ -191,8 +191,8 @@ def build(args: argparse.Namespace) -> Maintenance:
             "created"
         )
     ids = redis_ids_from(args)
-    refuse_embedded(args, ids, "maintain")
     maintenance = ids.maintenance(keep_days=args.keep_days, precreate=False)
+    refuse_embedded(args, ids, "maintain")  # after the options' checks: those come first
     for kind, namespace in named:
         if generator_from_claims(ids, namespace, kind) is None:
             raise ConfigError(

@@ -10,7 +10,8 @@ Without ``--strategy`` the strategy is recognised from the value's shape. Each c
 
 * a date-prefixed value or a daily code: its day lies from 2000-01-01 to tomorrow (a daily code's
   prefix and counter digits are taken from its shape: letters, YYYYMMDD, digits; a date-prefixed
-  value is tried with each date format at its own length);
+  value is read at its own length in the default format, YYYYMMDD, and in the other formats
+  only when that reading is not plausible);
 * a snowflake (the ``default`` layout, or ``--layout``): its time lies from a day after its
   layout's epoch (and 2010) to tomorrow;
 * a sequence value: below 10^12 (a counter beyond that is not assumed);
@@ -29,7 +30,6 @@ import itertools
 import re
 import sys
 import warnings
-from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta, timezone
 from typing import Any
@@ -45,6 +45,8 @@ from sa_redis_ids.generators.sequence import SequenceGenerator
 from sa_redis_ids.generators.snowflake import SnowflakeGenerator
 from sa_redis_ids.ids import RedisIds
 
+DEFAULT_FORMAT = "YYYYMMDD"
+"""The date-prefixed format tried first (the library's default)."""
 EARLIEST_DAY = date(2000, 1, 1)
 """Days before this are not taken as a plausible date-keyed reading."""
 EARLIEST_SNOWFLAKE = datetime(2010, 1, 1, tzinfo=timezone.utc)
@@ -141,24 +143,30 @@ def _decode(ids: RedisIds, name: str, text: str, options: dict[str, Any]) -> tup
     return generator, generator.parse(value)
 
 
-def _tries(chosen: Strategy, text: str, given: dict[str, Any]) -> Iterator[dict[str, Any]]:
-    """The option sets to decode ``text`` with as ``chosen``: the given ones, completed from the
-    value's shape where the strategy's defaults would not fit."""
+def _tries(chosen: Strategy, text: str, given: dict[str, Any]) -> list[list[dict[str, Any]]]:
+    """The option sets to decode ``text`` with as ``chosen``, in groups: the given ones, completed
+    from the value's shape where the strategy's defaults would not fit. A later group is tried
+    only when no reading of the earlier ones is plausible (a date-prefixed value is read in the
+    default format, YYYYMMDD, before the others)."""
     cls = chosen.generator
     if cls is not None and issubclass(cls, DailyCodeGenerator):
         shape = DAILY_CODE.fullmatch(text)
         if shape is not None:
             inferred = {"code_prefix": shape.group(1), "digits": len(shape.group(3))}
-            yield {**inferred, **given}
-            return
+            return [[{**inferred, **given}]]
     if cls is not None and issubclass(cls, DatePrefixedGenerator) and text.isdigit():
-        formats = [given["fmt"]] if "fmt" in given else list(FORMATS)
         length = given.get("length", len(text))
-        for fmt in formats:
-            if FORMATS[fmt] < length <= MAX_LENGTH:
-                yield {**given, "fmt": fmt, "length": length}
-        return
-    yield dict(given)
+        fits = [fmt for fmt in FORMATS if FORMATS[fmt] < length <= MAX_LENGTH]
+        if "fmt" in given:
+            return [[{**given, "length": length}]]
+        first = [fmt for fmt in fits if fmt == DEFAULT_FORMAT]
+        rest = [fmt for fmt in fits if fmt != DEFAULT_FORMAT]
+        return [
+            [{**given, "fmt": fmt, "length": length} for fmt in group]
+            for group in (first, rest)
+            if group
+        ]
+    return [[dict(given)]]
 
 
 def _implausible(generator: Any, parts: Any) -> str:
@@ -194,22 +202,23 @@ def readings(args: argparse.Namespace, ids: RedisIds) -> list[Reading]:
         except ValueError as exc:
             found.append(Reading(chosen.name, {}, error=str(exc)))
             continue
-        for options in _tries(chosen, args.value, given):
-            extra = {k: v for k, v in options.items() if k not in given}
-            try:
-                generator, parts = _decode(ids, chosen.name, args.value, options)
-            except ValueError as exc:
-                found.append(Reading(chosen.name, extra, error=str(exc)))
-                continue
-            found.append(
-                Reading(
-                    chosen.name,
-                    extra,
-                    _record(parts),
-                    implausible=_implausible(generator, parts),
-                )
-            )
+        for group in _tries(chosen, args.value, given):
+            tried = [_reading(ids, chosen.name, args.value, options, given) for options in group]
+            found.extend(tried)
+            if any(each.parts is not None and not each.implausible for each in tried):
+                break
     return found
+
+
+def _reading(
+    ids: RedisIds, name: str, text: str, options: dict[str, Any], given: dict[str, Any]
+) -> Reading:
+    extra = {k: v for k, v in options.items() if k not in given}
+    try:
+        generator, parts = _decode(ids, name, text, options)
+    except ValueError as exc:
+        return Reading(name, extra, error=str(exc))
+    return Reading(name, extra, _record(parts), implausible=_implausible(generator, parts))
 
 
 def _print_parts(record: dict[str, Any], indent: str = "") -> None:

@@ -31,6 +31,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from sa_redis_ids.cli.generators import (
     add_generator_options,
+    factory_name,
     find_generator,
     generator_from_nodes,
     refuse_options_with_app,
@@ -117,7 +118,7 @@ def register(sub: Any) -> None:
 def _record(report: ReseedReport, generator: Any, database: str, claimed: bool) -> dict[str, Any]:
     return {
         "namespace": report.namespace,
-        "strategy": report.strategy,
+        "strategy": factory_name(generator),
         "generator": type(generator).__name__,
         "config": generator.config,
         "table": report.table,
