@@ -44,7 +44,7 @@ Read when metrics are collected (a scrape, an export), nothing on the per-ID pat
 ``sa_redis_ids.rewinds``               :mod:`~sa_redis_ids.generators.highwater`)
 ``sa_redis_ids_pool_fill_ratio``       how full a short-ID pool is, 0 to 1, by ``namespace`` (a
 ``sa_redis_ids.pool.fill_ratio``       ``BITCOUNT`` per node at collection; sync clients only; left out
-                                       while a node cannot answer)
+                                       while a node is marked down or cannot answer)
 ``sa_redis_ids_node_up``               1 while a node is in the rotation, 0 while it is marked down
 ``sa_redis_ids.node.up``
 =====================================  ===================================================================
@@ -179,6 +179,8 @@ class Sources:
         for ids in self.instances():
             if ids.asynchronous:
                 continue  # its stats() would need an event loop
+            if any(node.down_until for node in ids.nodes.nodes):
+                continue  # a collection never waits on a node known to be down
             for generator in ids.generators:
                 if not isinstance(generator, Pool):
                     continue
@@ -389,7 +391,7 @@ def enable_prometheus(
     """
     try:
         import prometheus_client
-    except ImportError as exc:  # pragma: no cover - depends on the installation
+    except ImportError as exc:
         raise ImportError(
             "enable_prometheus needs prometheus_client: pip install 'sa_redis_ids[metrics]'"
         ) from exc
@@ -529,7 +531,7 @@ def enable_opentelemetry(ids: RedisIdsBase, meter: Any = None) -> OpenTelemetryM
     """
     try:
         from opentelemetry import metrics as otel_metrics
-    except ImportError as exc:  # pragma: no cover - depends on the installation
+    except ImportError as exc:
         raise ImportError(
             "enable_opentelemetry needs opentelemetry-api: pip install 'sa_redis_ids[metrics]'"
         ) from exc
