@@ -3,10 +3,15 @@
 Scripts are ``.lua`` files shipped in ``sa_redis_ids/lua``; ``common.lua`` is prepended to each. They
 are registered with redis-py's ``register_script`` once per client (``Script`` does EVALSHA and
 reloads on NOSCRIPT), and every reply is a table ``{status, payload...}``.
+
+Logging: a snowflake script that finds the Redis clock further behind than its tolerance logs a
+WARNING on the ``sa_redis_ids.clock`` logger (namespace, node and how many ms) as it raises
+:class:`~sa_redis_ids.ClockMovedBackwards`.
 """
 
 from __future__ import annotations
 
+import logging
 from functools import cache
 from importlib import resources
 from typing import Any, NoReturn, Protocol
@@ -29,6 +34,9 @@ class Named(Protocol):
     @property
     def name(self) -> str: ...
 
+
+clock_log = logging.getLogger("sa_redis_ids.clock")
+"""The Redis clock stepped back further than a snowflake generator tolerates (WARNING)."""
 
 STATUS_OK = 0
 STATUS_EXHAUSTED = 1
@@ -150,6 +158,13 @@ def raise_for_status(
         )
     if status == STATUS_CLOCK_BACKWARDS:
         behind = int(payload[0])
+        clock_log.warning(
+            "the Redis clock of node %s went back: %d ms behind the last millisecond issued "
+            "(namespace %s); no ID is issued on it until it catches up",
+            node.name,
+            behind,
+            namespace,
+        )
         raise ClockMovedBackwards(
             f"Redis clock is {behind} ms behind the last millisecond issued",
             behind_ms=behind,
