@@ -73,6 +73,32 @@ def test_the_readmes_and_pages_links_lead_somewhere() -> None:
             assert (source.parent / target).exists(), f"{source.name} links to missing {target}"
 
 
+TITLED_BLOCK = re.compile(r'^```py title="([^"]+)"\n(.*?)^```$', re.M | re.S)
+
+
+def test_the_testing_pages_suite_runs_with_the_plugin(tmp_path: Path) -> None:
+    """The files shown on the testing page (```` ```py title="path" ````) are a suite of their
+    own: written out as shown, they pass under pytest with only the plugin's fixtures, and never
+    reach the application's Redis (its URL is a closed port)."""
+    files = TITLED_BLOCK.findall((ROOT / "docs" / "testing.md").read_text(encoding="utf-8"))
+    assert {path for path, _ in files} >= {"myapp/ids.py", "tests/test_ids.py"}
+    for path, source in files:
+        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / path).write_text(source, encoding="utf-8")
+    (tmp_path / "myapp" / "__init__.py").touch()
+    env = {**os.environ, "MYAPP_REDIS_URL": "redis://127.0.0.1:1/0"}
+    ran = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:randomly"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    assert "6 passed" in ran.stdout, ran.stdout
+
+
 def test_no_page_speaks_of_the_projects_history() -> None:
     for page in [README, *sorted((ROOT / "docs").rglob("*.md"))]:
         text = page.read_text(encoding="utf-8").lower()
