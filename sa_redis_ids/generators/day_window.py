@@ -69,6 +69,24 @@ def _example_for(name: str) -> str:
     return " or ".join(repr(z) for z in examples[:2]) + " (names are case-sensitive)"
 
 
+EMPTY_RANGE = (1, 0)
+"""What a generator's ``id_range`` gives when no value can fall in the range (``start == end``, or
+for snowflakes a span within one millisecond): ``low > high``, so ``between`` matches nothing."""
+
+
+def aware_instant(value: object, what: str) -> datetime:
+    """``value`` if it is an aware datetime (one instant everywhere): :class:`ConfigError` if it
+    is naive, ``TypeError`` if it is not a datetime. ``what`` names the argument in the message."""
+    if not isinstance(value, datetime):
+        raise TypeError(f"{what} must be an aware datetime, not {type(value).__name__}")
+    if value.tzinfo is None or value.utcoffset() is None:
+        raise ConfigError(
+            f"{what}={value.isoformat()} is a naive datetime, which is no instant; give it a "
+            "time zone (tzinfo=timezone.utc or a ZoneInfo) so the range means the same everywhere"
+        )
+    return value
+
+
 def day_label(day: date) -> str:
     """The label a day is stored under: ``YYYYMMDD``."""
     return day.strftime("%Y%m%d")
