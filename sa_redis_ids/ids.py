@@ -406,7 +406,7 @@ class RedisIds(RedisIdsBase):
     ) -> SnowflakeGenerator:
         """Time-ordered ``ms · shard · sequence`` IDs from Redis ``TIME``, decodable with ``parse``.
 
-        ``layout``: ``"default"`` (41/12/10 bits since 2026-01-01), ``"compat"`` (seed 003, since
+        ``layout``: ``"default"`` (41/12/10 bits since 2026-01-01), ``"compat"`` (the classic layout, since
         1970; warns: it runs out in 2039), ``"js_safe"`` (at most 2^53 − 1) or a
         :class:`~sa_redis_ids.generators.snowflake.SnowflakeLayout`. ``tolerance_ms``: how far the
         Redis clock may step back before ``ClockMovedBackwards``. ``floor()`` returns the highest

@@ -128,19 +128,20 @@ async def _draw(generator: AsyncIdGenerator[Any]) -> list[list[Any]]:
     return list(await asyncio.gather(*(task() for _ in range(TASKS))))
 
 
-def _nodes_offered(aio: AsyncBackend, count: int) -> None:
-    if count > len(aio.sync):
-        pytest.skip(f"the {aio.name} backend offers {len(aio.sync)} independent node(s)")
+NODE_COUNTS = [
+    pytest.param(name, count, id=f"{name}-{count}")
+    for name, count in [("fake", 1), ("fake", 3), ("redis", 1), ("redis", 3), ("cluster", 1)]
+]
+"""Backends with the node counts they offer (a cluster is one node of the library's)."""
 
 
 # -- snowflake -------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("count", [1, 3])
+@pytest.mark.parametrize(("aio", "count"), NODE_COUNTS, indirect=["aio"])
 def test_snowflake_tasks_draw_unique_increasing_well_formed_ids(
     aio: AsyncBackend, count: int
 ) -> None:
-    _nodes_offered(aio, count)
 
     async def body(nodes: NodeSet) -> tuple[SnowflakeGenerator, list[list[int]]]:
         assert nodes.asynchronous
@@ -215,11 +216,10 @@ def test_a_coroutine_floor_of_a_snowflake_is_awaited_once_per_node(aio: AsyncBac
 # -- short IDs -------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("count", [1, 3])
+@pytest.mark.parametrize(("aio", "count"), NODE_COUNTS, indirect=["aio"])
 def test_short_id_tasks_draw_unique_values_the_bitmap_records(
     aio: AsyncBackend, count: int
 ) -> None:
-    _nodes_offered(aio, count)
 
     async def body(nodes: NodeSet) -> tuple[ShortIdGenerator, list[list[int]]]:
         generator = ShortIdGenerator(nodes, aio.prefix, "codes", pool_size=60_000, offset=10**6)

@@ -134,7 +134,7 @@ BUILTIN: dict[str, Builtin] = {
             OptionSpec(
                 "--layout",
                 "layout",
-                "default, compat (seed 003, ms since 1970), js_safe or "
+                "default, compat (the classic 41/12/10 layout, ms since 1970), js_safe or "
                 "EPOCH_MS:TIME/SHARD/SEQUENCE bits",
                 parse=snowflake_layout,
             ),

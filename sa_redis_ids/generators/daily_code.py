@@ -1,4 +1,4 @@
-"""DailyCode: order codes ``prefix + YYYYMMDD + N-digit counter`` that restart every day (seed 004).
+"""DailyCode: order codes ``prefix + YYYYMMDD + N-digit counter`` that restart every day.
 
 ``IS202611220001`` is the first code of 2026-11-22 for prefix ``IS``. The day comes from Redis
 ``TIME`` in ``tz`` (default ``Asia/Shanghai``), so app servers with skewed clocks agree on it. Each day

@@ -2,7 +2,7 @@
 
 With N nodes, node ``k`` (0-based) keeps its own counter ``c`` and issues
 ``start + (c − 1)·N + k``: the nodes' residue classes modulo N never meet, so no initialisation
-step is needed and none can silently fail (seed 002's multi-node flaw). The script compares the
+step is needed and none can silently fail. The script compares the
 counter with its limit as text, so values up to 2^63 − 1 stay exact although Lua numbers are doubles.
 
 With ``block=`` the generator takes a block of counters with one ``INCRBY`` and hands the values out

@@ -1,4 +1,4 @@
-"""ShortId: random, unique, short numbers from a fixed pool, kept in a Redis bitmap (seed 001).
+"""ShortId: random, unique, short numbers from a fixed pool, kept in a Redis bitmap.
 
 The pool is ``offset … offset + pool_size − 1`` (by default the 8-digit numbers 10000000–19999999);
 bit ``i`` of the pool is set once ``offset + i`` is issued. One Lua call per batch first tries a
@@ -45,7 +45,7 @@ if TYPE_CHECKING:
 
 MAX_POOL_SIZE = 2**32
 """A Redis string holds at most 512 MB, i.e. 2^32 bits."""
-MAX_BATCH = 50_000
+SHORT_ID_MAX_BATCH = 50_000
 """The most values one ``next_ids`` (or one ``reserve`` round trip) handles."""
 CHUNK_BITS = 32_768
 """Positions per chunk of a process's record of what it took (4 KB each, made when first used)."""
@@ -170,7 +170,7 @@ class ShortIdGenerator(IdGenerator[int]):
 
     strategy = "sid"
     python_type = int
-    max_batch: ClassVar[int] = MAX_BATCH
+    max_batch: ClassVar[int] = SHORT_ID_MAX_BATCH
     """The most values one ``next_ids`` call may take."""
 
     def __init__(
@@ -467,8 +467,8 @@ class ShortIdGenerator(IdGenerator[int]):
         changed = 0
         for index, positions in by_node.items():
             node = self._nodes.nodes[index]
-            for start in range(0, len(positions), MAX_BATCH):
-                chunk = positions[start : start + MAX_BATCH]
+            for start in range(0, len(positions), SHORT_ID_MAX_BATCH):
+                chunk = positions[start : start + SHORT_ID_MAX_BATCH]
                 changed += yield from self._nodes.on_plan(
                     node, self.namespace, partial(self._mark_on, positions=chunk, bit=bit)
                 )

@@ -6,7 +6,7 @@ time it has seen, and returns only small numbers; Python composes the 64-bit val
 numbers are doubles.
 
 * **Layouts.** ``"default"``: 41 bits of milliseconds since 2026-01-01T00:00:00Z, 12 shard bits, 10
-  sequence bits (runs out in 2095). ``"compat"``: seed 003's layout, milliseconds since 1970 with the
+  sequence bits (runs out in 2095). ``"compat"``: the classic layout, milliseconds since 1970 with the
   same widths, to decode and continue IDs of existing deployments; it warns, because it runs out in
   2039. ``"js_safe"``: 41/0/12 since 2026-01-01, every ID at most 2^53 − 1. Or any
   :class:`SnowflakeLayout`.
@@ -22,7 +22,7 @@ numbers are doubles.
   the clock, plus the headroom, so IDs it borrowed ahead of the clock are not repeated either; the
   same holds for a state rewound below it. ``floor=`` (the highest ID a table holds, see
   :func:`~sa_redis_ids.floor_from_column`) adds the database's view.
-* **N nodes** (seed 003's step scheme): node ``k`` of ``N`` only issues sequence values ``≡ k (mod
+* **N nodes** (a step scheme): node ``k`` of ``N`` only issues sequence values ``≡ k (mod
   N)``, so two nodes can never produce the same (millisecond, shard, sequence).
 """
 
@@ -50,7 +50,7 @@ DEFAULT_EPOCH_MS = 1_767_225_600_000
 DEFAULT_TOLERANCE_MS = 1000
 """How far the Redis clock may fall behind before :class:`ClockMovedBackwards` is raised."""
 MAX_TOLERANCE_MS = 3_600_000
-MAX_BATCH = 100_000
+SNOWFLAKE_MAX_BATCH = 100_000
 """The most IDs one ``next_ids`` call may take (more would borrow far into the future)."""
 TOTAL_BITS = 63
 """A signed BIGINT has 63 value bits; the sign bit stays 0."""
@@ -250,7 +250,7 @@ def resolve_layout(layout: str | SnowflakeLayout, *, stacklevel: int = 2) -> Sno
         raise ConfigError(f"layout={layout!r} is not one of {names} or a SnowflakeLayout")
     if layout == "compat":
         warnings.warn(
-            "the 'compat' snowflake layout (seed 003: ms since 1970 in 41 bits) runs out on "
+            "the 'compat' snowflake layout (ms since 1970 in 41 bits) runs out on "
             f"{LAYOUTS['compat'].runs_out_at:%Y-%m-%d}; use it only to continue IDs of an existing "
             "deployment, and the 'default' layout (epoch 2026-01-01) for new ones",
             SnowflakeCompatWarning,
@@ -306,7 +306,7 @@ class SnowflakeGenerator(IdGenerator[int]):
 
     strategy = "snowflake"
     python_type = int
-    max_batch: ClassVar[int] = MAX_BATCH
+    max_batch: ClassVar[int] = SNOWFLAKE_MAX_BATCH
     """The most values one ``next_ids`` call may take."""
 
     def __init__(
