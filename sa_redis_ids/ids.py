@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 import warnings
 from collections.abc import Callable, Iterable, Sequence
+from contextlib import AbstractContextManager
 from typing import Any, ClassVar, TypeVar
 
 from sa_redis_ids.buffering import Buffering
@@ -112,6 +113,8 @@ class RedisIdsBase:
             strict=strict,
         )
         self._generators: dict[tuple[str, str], IdGenerator[Any]] = {}
+        self._options: dict[tuple[str, str], dict[str, Any]] = {}
+        """The options each generator was made with (``use`` builds it anew from them)."""
         self._lock = threading.Lock()
         self._context = Context(self.nodes, self.prefix, self._day_lock)
 
@@ -276,6 +279,7 @@ class RedisIdsBase:
             existing = self._generators.get((strategy, namespace))
             if existing is None:
                 self._generators[(strategy, namespace)] = made
+                self._options[(strategy, namespace)] = options
                 return made
         if (existing.config, existing.local_config) != (made.config, made.local_config):
             raise ConfigError(
@@ -295,6 +299,34 @@ class RedisIdsBase:
                 )
         assert isinstance(existing, kind)
         return existing
+
+    def use(self: Ids, other: RedisIdsBase) -> AbstractContextManager[Ids]:
+        """For tests: within ``with ids.use(other):``, this instance and every generator it made
+        (or makes in the block) run on ``other``'s nodes; afterwards everything is as before.
+
+        Meant for an application's module-level ``ids = RedisIds.from_url(...)`` whose generators
+        its models hold (``redis_id(user_ids)``): a test points them at its own instance (e.g. the
+        pytest plugin's ``redis_ids`` fixture, an embedded Redis) without touching the
+        application's objects. In the block each generator is built anew from its options on
+        ``other``'s nodes, keeping this instance's key prefix: new high-water marks, floors read
+        anew, new buffers (the values buffered before are dropped), the first-of-day lock over
+        ``other``'s nodes, and ``other``'s Redis clock (so ``testing.shift_time`` or the plugin's
+        ``redis_clock`` on ``other`` moves them too). On exit each generator gets back its own
+        state with its buffer dropped (no value taken from ``other`` is handed out later), and
+        generators made in the block are rebuilt on this instance's nodes. ``other`` must be of
+        the same kind (sync or asyncio). Blocks nest; do not take IDs from other threads while a
+        block starts or ends. Yields this instance.
+        """
+        if not isinstance(other, RedisIdsBase) or other is self:
+            raise ConfigError(f"use() takes another RedisIds instance, not {other!r}")
+        if other.asynchronous != self.asynchronous:
+            raise ConfigError(
+                f"use() needs an instance of the same kind: {type(self).__name__} cannot run on "
+                f"the nodes of {type(other).__name__}"
+            )
+        from sa_redis_ids.testing import use_nodes  # test-only machinery, loaded when used
+
+        return use_nodes(self, other)
 
     def _day_lock(self, name: str, nodes: list[Node]) -> Redlock:
         """The Redlock on ``nodes`` that guards seeding their day counters from a floor."""

@@ -88,7 +88,13 @@ def test_digits_is_read_the_same_by_every_command(capsys: pytest.CaptureFixture[
 
 def test_parse_offers_every_parseable_strategy(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["parse", "7", "--strategy", "sequence", "--json"]) == 0
-    assert json.loads(capsys.readouterr().out) == {"value": 7, "node_index": 0, "counter": 7}
+    assert json.loads(capsys.readouterr().out) == {
+        "strategy": "sequence",
+        "recognised": False,
+        "value": 7,
+        "node_index": 0,
+        "counter": 7,
+    }
 
 
 @pytest.mark.parametrize(

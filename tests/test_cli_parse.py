@@ -40,6 +40,7 @@ def test_parse_decodes_the_seed_003_id_with_the_compat_layout(
     lines = capsys.readouterr().out.splitlines()
     fields = {line.split(":", 1)[0]: line.split(":", 1)[1].strip() for line in lines}
     assert fields == {
+        "strategy": "snowflake",
         "value": SEED_003_ID,
         "timestamp": "2015-03-13T02:00:00+00:00",
         "ms": "1426212000000",

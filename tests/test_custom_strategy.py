@@ -166,7 +166,14 @@ def test_cli_next_and_parse_offer_it_with_its_declared_options(
     assert capsys.readouterr().out.split() == ["5", "8", "11", "14"]
     assert main(["parse", "11", "--strategy", NAME, "--start", "5", "--stride", "3", "--json"]) == 0
     record = json.loads(capsys.readouterr().out)
-    assert record == {"value": 11, "step": 2, "node_index": 0, "counter": 3}
+    assert record == {
+        "strategy": NAME,
+        "recognised": False,
+        "value": 11,
+        "step": 2,
+        "node_index": 0,
+        "counter": 3,
+    }
     assert main(["parse", "12", "--strategy", NAME, "--start", "5", "--stride", "3"]) == 1
     assert "multiple of stride=3" in capsys.readouterr().err
     # Its option belongs to it alone; --start is shared with the built-ins and read by each.

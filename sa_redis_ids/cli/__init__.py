@@ -12,15 +12,30 @@ import os
 import sys
 import warnings
 from collections.abc import Sequence
+from importlib import metadata
 from typing import Any, NoReturn
 
 from sqlalchemy.exc import SQLAlchemyError
 
-from sa_redis_ids.cli import bench, demo, maintain, next_ids, parse, reseed
+from sa_redis_ids.cli import bench, claims, demo, maintain, next_ids, parse, reseed, status
+from sa_redis_ids.cli.options import UsageError
 from sa_redis_ids.errors import SaRedisIdsError
 from sa_redis_ids.generators.registry import load_strategy_modules
 
-COMMANDS = [demo, next_ids, maintain, reseed, parse, bench]
+COMMANDS = [demo, next_ids, status, claims, maintain, reseed, parse, bench]
+
+DISTRIBUTION = "sa_redis_ids"
+
+
+def version() -> str:
+    """The installed distribution's version, else the package's ``__version__`` (a source tree
+    run without installing)."""
+    try:
+        return metadata.version(DISTRIBUTION)
+    except metadata.PackageNotFoundError:
+        from sa_redis_ids import __version__
+
+        return __version__
 
 
 class Parser(argparse.ArgumentParser):
@@ -35,6 +50,9 @@ def build_parser() -> Parser:
         prog="sa-redis-ids",
         description="IDs for SQLAlchemy models from Redis. Without --redis-url the embedded "
         "in-process Redis is used; without --db-url a SQLite file.",
+    )
+    parser.add_argument(
+        "--version", action="version", version=f"%(prog)s {version()}", help="print the version"
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
     sub.required = True
@@ -66,6 +84,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         warnings.showwarning = _one_line_warning
         try:
             status: int = args.run(args)
+        except UsageError as exc:
+            if os.environ.get(DEBUG_ENV) == "1":
+                raise
+            print(f"sa-redis-ids: error: {one_line(exc)}", file=sys.stderr)
+            return 2
         except (SaRedisIdsError, SQLAlchemyError, ValueError, TypeError) as exc:
             # The library's checks raise these for a user's mistake (SQLAlchemy's for a bad or
             # unreachable --db-url): one line, no traceback, unless SA_REDIS_IDS_DEBUG=1 asks.

@@ -21,9 +21,17 @@ import argparse
 import importlib
 import os
 import sys
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TextIO
 
-from sa_redis_ids.cli.options import add_redis_options, non_negative_int, redis_ids_from
+from sa_redis_ids.cli.options import (
+    add_embedded_option,
+    add_redis_options,
+    non_negative_int,
+    redis_ids_from,
+    refuse_embedded,
+)
+from sa_redis_ids.cli.output import add_json_option, plain, print_json
 from sa_redis_ids.errors import ConfigError
 from sa_redis_ids.generators.abilities import DayKeyed, Pool
 from sa_redis_ids.generators.registry import strategies
@@ -109,7 +117,8 @@ def register(sub: Any) -> None:
         "the generators are rebuilt from the claims the nodes record, and only purge and report "
         "(without the application's floor no day counter is created). Without --once it runs in "
         "the foreground on its schedule (hourly and 23:50 in each generator's time zone) until "
-        "interrupted.",
+        "interrupted. It refuses the embedded in-process Redis (no --redis-url) unless --embedded "
+        "is given: that Redis is empty at every start, so maintaining it changes nothing.",
     )
     parser.add_argument("--once", action="store_true", help="run once, print the summary, exit")
     parser.add_argument(
@@ -128,6 +137,8 @@ def register(sub: Any) -> None:
         f"(default {DEFAULT_PRECREATE_DAYS})",
     )
     add_app_option(parser)
+    add_embedded_option(parser)
+    add_json_option(parser, JSON_KEYS)
     for flag, what in namespace_flags():
         parser.add_argument(
             flag,
@@ -139,6 +150,14 @@ def register(sub: Any) -> None:
         )
     add_redis_options(parser)
     parser.set_defaults(run=run)
+
+
+JSON_KEYS = (
+    "started_at (UTC, ISO 8601), ok, skipped, reason, precreate (whether day counters may be "
+    "created), counters [{namespace, strategy, today, created [days], purged [days], "
+    "purged_through}], pools [{namespace, issued, free, fill_ratio}], errors [{namespace, step, "
+    "message}]; without --once one such document per line, one per run"
+)
 
 
 def build(args: argparse.Namespace) -> Maintenance:
@@ -154,6 +173,7 @@ def build(args: argparse.Namespace) -> Maintenance:
                 f"--app maintains every generator of the application; leave out {_flag_list()}"
             )
         ids = app_or_redis(args)
+        refuse_embedded(args, ids, "maintain")
         if not ids.generators:
             raise ConfigError(f"no generators to maintain: --app {args.app} has made none")
         precreate_days = (
@@ -172,6 +192,7 @@ def build(args: argparse.Namespace) -> Maintenance:
         )
     ids = redis_ids_from(args)
     maintenance = ids.maintenance(keep_days=args.keep_days, precreate=False)
+    refuse_embedded(args, ids, "maintain")  # after the options' checks: those come first
     for kind, namespace in named:
         if generator_from_claims(ids, namespace, kind) is None:
             raise ConfigError(
@@ -204,31 +225,66 @@ def describe(summary: MaintenanceSummary) -> str:
     return "\n".join(lines)
 
 
+def as_record(summary: MaintenanceSummary, *, precreate: bool) -> dict[str, Any]:
+    """The summary as the ``--json`` document (see :data:`JSON_KEYS`)."""
+    return {
+        "started_at": plain(summary.started_at),
+        "ok": summary.ok,
+        "skipped": summary.skipped,
+        "reason": summary.reason,
+        "precreate": precreate,
+        "counters": plain(summary.counters),
+        "pools": plain(summary.pools),
+        "errors": plain(summary.errors),
+    }
+
+
 def run(args: argparse.Namespace) -> int:
     maintenance = build(args)
+    as_json = bool(getattr(args, "json", False))
     if not maintenance.precreate:
-        print(f"note: {NO_PRECREATE_NOTE}", flush=True)
+        print(f"note: {NO_PRECREATE_NOTE}", file=sys.stderr if as_json else sys.stdout, flush=True)
+
+    def report(summary: MaintenanceSummary) -> None:
+        if as_json:
+            print_json(as_record(summary, precreate=maintenance.precreate))
+        else:
+            print(describe(summary), flush=True)
+
     if args.once:
         summary = maintenance.run_once()
-        print(describe(summary), flush=True)
+        report(summary)
         return 0 if summary.ok else 1
-    return run_forever(maintenance)
+    return run_forever(maintenance, report, announce=sys.stderr if as_json else sys.stdout)
 
 
-def run_forever(maintenance: Maintenance) -> int:
+def run_forever(
+    maintenance: Maintenance,
+    report: Callable[[MaintenanceSummary], None] | None = None,
+    *,
+    announce: TextIO | None = None,
+) -> int:
     """A foreground ``BlockingScheduler`` with the job (run at once, then on schedule)."""
     from sa_redis_ids.maintenance.scheduling import blocking_scheduler
 
     scheduler = blocking_scheduler()
 
     def job() -> None:
-        print(describe(maintenance.run_once()), flush=True)
+        summary = maintenance.run_once()
+        if report is None:
+            print(describe(summary), flush=True)
+        else:
+            report(summary)
 
     from sa_redis_ids.maintenance.scheduling import add_job
 
     add_job(scheduler, job, maintenance.trigger(), run_now=True)
     zones = ", ".join(maintenance.time_zones())
-    print(f"maintenance scheduled: hourly and at 23:50 in {zones}; Ctrl-C stops", flush=True)
+    print(
+        f"maintenance scheduled: hourly and at 23:50 in {zones}; Ctrl-C stops",
+        file=announce or sys.stdout,
+        flush=True,
+    )
     try:
         scheduler.start()
     except (KeyboardInterrupt, SystemExit):

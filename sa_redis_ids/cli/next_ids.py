@@ -24,6 +24,7 @@ from sa_redis_ids.cli.generators import (
 )
 from sa_redis_ids.cli.maintain import add_app_option, app_or_redis
 from sa_redis_ids.cli.options import add_redis_options, count
+from sa_redis_ids.cli.output import add_json_option, print_json
 from sa_redis_ids.errors import ConfigError, SaRedisIdsError
 from sa_redis_ids.generators.base import IdGenerator
 from sa_redis_ids.generators.registry import strategies, strategy
@@ -52,6 +53,11 @@ def register(sub: Any) -> None:
         help="the namespace is new on this Redis: record its claim where none exists",
     )
     add_app_option(parser)
+    add_json_option(
+        parser,
+        "namespace, strategy, config (the options that shape the values, as the nodes record "
+        "them), ids (the values in the order issued: numbers, or strings for daily codes)",
+    )
     add_generator_options(parser)
     add_redis_options(parser)
     parser.set_defaults(run=run)
@@ -94,6 +100,16 @@ def run(args: argparse.Namespace) -> int:
         flags = ", ".join(o.flag for o in strategy(kind).options if o.keyword in per_call)
         print(f"sa-redis-ids: error: {flags}: {exc}", file=sys.stderr)
         return 2
+    if args.json:
+        print_json(
+            {
+                "namespace": generator.namespace,
+                "strategy": kind,
+                "config": generator.config,
+                "ids": values,
+            }
+        )
+        return 0
     for value in values:
         print(value)
     return 0

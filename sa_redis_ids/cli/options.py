@@ -37,9 +37,47 @@ def add_db_option(parser: argparse.ArgumentParser, default: str) -> None:
     )
 
 
+class UsageError(Exception):
+    """A command used in a way it refuses (not a library error): one line and exit status 2."""
+
+
+def redis_urls(args: argparse.Namespace) -> list[str]:
+    """The Redis URLs the options name (``--redis-url``, else ``$SA_REDIS_IDS_URL``); none means
+    the embedded Redis."""
+    urls: list[str] = args.redis_url or (
+        [os.environ[REDIS_URL_ENV]] if os.environ.get(REDIS_URL_ENV) else []
+    )
+    return urls
+
+
+def add_embedded_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--embedded",
+        action="store_true",
+        help="act on the embedded in-process Redis even so (it starts empty and is gone when "
+        "the command exits: only for trying the command out)",
+    )
+
+
+def refuse_embedded(args: argparse.Namespace, ids: RedisIds, command: str) -> None:
+    """A command that changes Redis for later runs (``maintain``, ``reseed``) refuses the embedded
+    Redis, which is new and empty at every run and gone at its end, unless ``--embedded``."""
+    if args.embedded or not all(node.name == "embedded" for node in ids.nodes.nodes):
+        return
+    what = (
+        "the application's RedisIds (--app) is the embedded in-process Redis"
+        if getattr(args, "app", None)
+        else "no --redis-url given, so this would act on the embedded in-process Redis"
+    )
+    raise UsageError(
+        f"{command}: {what}, which starts empty and is gone at exit; give --redis-url URL "
+        f"(or ${REDIS_URL_ENV}), or --embedded to do it anyway"
+    )
+
+
 def redis_ids_from(args: argparse.Namespace) -> RedisIds:
     """The ``RedisIds`` the options name: one URL, several, or the embedded Redis."""
-    urls = args.redis_url or ([os.environ[REDIS_URL_ENV]] if os.environ.get(REDIS_URL_ENV) else [])
+    urls = redis_urls(args)
     if len(urls) > 1:
         return RedisIds.from_urls(urls, prefix=args.prefix)
     if urls:

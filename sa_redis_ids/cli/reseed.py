@@ -31,18 +31,33 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from sa_redis_ids.cli.generators import (
     add_generator_options,
+    factory_name,
     find_generator,
     generator_from_nodes,
     refuse_options_with_app,
 )
 from sa_redis_ids.cli.maintain import add_app_option, app_or_redis
-from sa_redis_ids.cli.options import DB_URL_ENV, add_redis_options
+from sa_redis_ids.cli.options import (
+    DB_URL_ENV,
+    add_embedded_option,
+    add_redis_options,
+    refuse_embedded,
+)
+from sa_redis_ids.cli.output import Progress, add_json_option, plain, print_json
 from sa_redis_ids.generators.abilities import Pool, Reseedable
 from sa_redis_ids.generators.registry import Strategy, strategies
-from sa_redis_ids.maintenance.reseed import ReseedStep, reseed_from_table
+from sa_redis_ids.maintenance.reseed import ReseedReport, ReseedStep, reseed_from_table
 
 PROGRESS_EVERY = 25
-"""With more days than this, print one progress line per this many days instead of every day."""
+"""With more days than this, print one progress line per this many days instead of every day
+(on a terminal: a progress bar on stderr)."""
+
+JSON_KEYS = (
+    "namespace, strategy, generator (class), config, table, column, database (password hidden), "
+    "recorded_claim (whether the reseed recorded the claim), kind (counter, days or pool), rows, "
+    "skipped, reserved, newly_taken, note, steps [{day, table_max, skipped, nodes [{node, before, "
+    "after, raised}]}], ok"
+)
 
 
 def iso_day(text: str) -> date:
@@ -67,7 +82,9 @@ def register(sub: Any) -> None:
         "set-if-greater; counters never move backwards. Prints each counter before and after. "
         "The generator comes from --app, else from the claim the nodes record for NAMESPACE "
         "(options given must match it); with no claim on any node, give --strategy and the "
-        "application's options, which the reseed records with the counters.",
+        "application's options, which the reseed records with the counters. It refuses the "
+        "embedded in-process Redis (no --redis-url) unless --embedded is given. On a terminal a "
+        "progress bar on stderr shows long walks (many days, many pool values).",
     )
     parser.add_argument("namespace", metavar="NAMESPACE")
     parser.add_argument("--table", required=True, help="table name (schema.table allowed)")
@@ -91,48 +108,112 @@ def register(sub: Any) -> None:
         "--since", type=iso_day, metavar="YYYY-MM-DD", help="date-keyed: only days from this on"
     )
     add_app_option(parser)
+    add_embedded_option(parser)
+    add_json_option(parser, JSON_KEYS)
     add_generator_options(parser, among, per_call=False)
     add_redis_options(parser)
     parser.set_defaults(run=run)
 
 
+def _record(report: ReseedReport, generator: Any, database: str, claimed: bool) -> dict[str, Any]:
+    return {
+        "namespace": report.namespace,
+        "strategy": factory_name(generator),
+        "generator": type(generator).__name__,
+        "config": generator.config,
+        "table": report.table,
+        "column": report.column,
+        "database": database,
+        "recorded_claim": not claimed,
+        "kind": report.kind,
+        "rows": report.rows,
+        "skipped": report.skipped,
+        "reserved": report.reserved,
+        "newly_taken": report.newly_taken,
+        "note": report.note,
+        "steps": [
+            {
+                "day": plain(step.day),
+                "table_max": step.table_max,
+                "skipped": step.skipped,
+                "nodes": [
+                    {
+                        "node": change.node,
+                        "before": change.before,
+                        "after": change.after,
+                        "raised": change.raised,
+                    }
+                    for change in step.nodes
+                ],
+            }
+            for step in report.steps
+        ],
+        "ok": not report.empty_handed,
+    }
+
+
 def run(args: argparse.Namespace) -> int:
     refuse_options_with_app(args)
     ids = app_or_redis(args)
+    refuse_embedded(args, ids, "reseed")
     claimed = True
     if args.app:
         generator = find_generator(ids, args.namespace, args.strategy)
     else:
         generator, claimed = generator_from_nodes(ids, args.namespace, args)
     engine = create_engine(args.db_url)
-    print(
+    database = engine.url.render_as_string(hide_password=True)
+    as_json = bool(args.json)
+
+    def say(text: str) -> None:
+        if not as_json:
+            print(text, flush=True)
+
+    say(
         f"reseeding {generator.namespace} ({type(generator).__name__}) from "
-        f"{engine.url.render_as_string(hide_password=True)} {args.table}.{args.column}",
-        flush=True,
+        f"{database} {args.table}.{args.column}"
     )
     if not claimed:
-        print(
+        say(
             f"  no node records a claim for {generator.namespace}: recording "
-            f"{generator.config!r} with the counters",
-            flush=True,
+            f"{generator.config!r} with the counters"
         )
+    days = Progress(None, f"reseed {generator.namespace}", unit="days")
+    rows = Progress(None, f"reseed {generator.namespace}", unit="values")
 
     def progress(step: ReseedStep, done: int) -> None:
         if step.day is None or done <= PROGRESS_EVERY:
-            print(f"  {step.describe()}", flush=True)
+            say(f"  {step.describe()}")
+        elif days.is_bar:
+            days.update(done - days.done, str(step.day))
         elif done % PROGRESS_EVERY == 0:
-            print(f"  … {done} days done, now at {step.day}", flush=True)
+            say(f"  … {done} days done, now at {step.day}")
+
+    def rows_progress(done: int, total: int) -> None:
+        if rows.is_bar:
+            rows.set_total(total)
+            rows.update(done - rows.done)
 
     try:
-        report = reseed_from_table(
-            generator, engine, args.table, args.column, since=args.since, progress=progress
-        )
+        with days, rows:
+            report = reseed_from_table(
+                generator,
+                engine,
+                args.table,
+                args.column,
+                since=args.since,
+                progress=progress,
+                rows_progress=rows_progress,
+            )
     except SQLAlchemyError as exc:
         print(f"sa-redis-ids: error: database: {exc}".splitlines()[0], file=sys.stderr)
         return 1
     finally:
         engine.dispose()
-    print(report.describe(), flush=True)
+    if as_json:
+        print_json(_record(report, generator, database, claimed))
+    else:
+        print(report.describe(), flush=True)
     if report.empty_handed:
         print(
             f"sa-redis-ids: error: {args.table}.{args.column} holds {report.rows} values but none "

@@ -20,6 +20,7 @@ from sa_redis_ids.generators.highwater import (
     default_headroom,
 )
 from sa_redis_ids.keys import KeySpace
+from sa_redis_ids.observe import observed
 from sa_redis_ids.redis.plans import CallFloor, Plan, now, run_plan
 from sa_redis_ids.redis.scripts import STATUS_CLAIM_MISMATCH, raise_for_status, reply_text
 from sa_redis_ids.validation import check_int_option as check_int_option
@@ -200,8 +201,14 @@ class IdGenerator(ABC, Generic[V]):
         return self._nodes.call(self.namespace, action)
 
     def _call_plan(self, action: Callable[[Node], Plan[T]]) -> Plan[T]:
-        """Plan ``action`` on the next node that can answer (see ``NodeSet.call_plan``)."""
-        return self._nodes.call_plan(self.namespace, action)
+        """Plan ``action`` on the next node that can answer (see ``NodeSet.call_plan``); reported
+        to the node set's observer when metrics are enabled (:mod:`sa_redis_ids.metrics`)."""
+        nodes = self._nodes
+        plan = nodes.call_plan(self.namespace, action)
+        observer = nodes.observer
+        if observer is None:
+            return plan
+        return observed(observer, self.namespace, self.strategy, plan)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.namespace!r}, {self.config})"

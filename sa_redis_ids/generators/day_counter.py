@@ -307,8 +307,10 @@ class DatedGenerator(IdGenerator[V]):
                     *window.args,
                 ],
             )
-            if type(reply) is list and len(reply) == 7 and reply[0] == 0:
-                _, label, after, now_ms, _end, healed, identity = reply
+            if isinstance(reply, (bytes, str)):  # the ok reply (``ok_reply``): its parts
+                label, after, now_ms, _end, healed, identity = check_reply(
+                    reply, namespace=self.namespace, node=node
+                )
                 position = window.positions.get(label)
                 if position is None:  # pragma: no cover - the script picks one of the window's days
                     raise ScriptError(

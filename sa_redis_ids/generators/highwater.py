@@ -10,7 +10,8 @@ Defences, in layers, shared by every strategy:
   received from it (a counter, a day and its counter, a snowflake millisecond and slot, a pool's
   running total). Every issuing script is told that mark as its *guard*: a state that is missing or
   below it is first raised to the guard plus *headroom*, then values are issued. The heal is logged
-  as a warning on the ``sa_redis_ids`` logger and counted (``generator.rewinds``).
+  as a WARNING on the ``sa_redis_ids.rewinds`` logger and counted (``generator.rewinds``, exported
+  as ``sa_redis_ids_rewinds_total`` by :mod:`sa_redis_ids.metrics`).
 * **Floors.** With ``floor=`` (the database's view, e.g.
   :func:`~sa_redis_ids.orm.floor.floor_from_column`), the floor is read once per process and node
   at first use, and again whenever a script finds the state missing or below the guard; the guard
@@ -39,6 +40,8 @@ from sa_redis_ids.errors import ConfigError
 from sa_redis_ids.validation import check_int_option
 
 logger = logging.getLogger("sa_redis_ids")
+rewind_log = logging.getLogger("sa_redis_ids.rewinds")
+"""A rewind detected and healed (WARNING, with the namespace, the node and both states)."""
 
 M = TypeVar("M")
 
@@ -133,7 +136,7 @@ class HighWater(Generic[M]):
         ``after``."""
         with self._lock:
             self.rewinds += 1
-        logger.warning(
+        rewind_log.warning(
             "sa_redis_ids: namespace %s on node %s: state %s was below what was already issued "
             "(%s); raised to %s before issuing",
             self.namespace,

@@ -36,6 +36,7 @@ RESERVED_FLAGS = frozenset(
         "--column",
         "--count",
         "--db-url",
+        "--embedded",
         "--help",
         "--json",
         "--keep-days",
@@ -47,6 +48,8 @@ RESERVED_FLAGS = frozenset(
         "--since",
         "--strategy",
         "--table",
+        "--version",
+        "--yes",
     ]
 )
 """The command line's own options: no strategy may declare them."""

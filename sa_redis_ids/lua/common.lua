@@ -43,3 +43,20 @@ local function node_identity()
   end
   return string.match(info, 'master_replid:(%w+)') or ''
 end
+
+-- The reply of an issuing script that took its values: the parts as one space-separated string,
+-- numbers as whole decimals. One reply element parses much faster than a table of them, and this
+-- reply comes back on every call; failures still answer a table {code, ...}.
+local function ok_reply(...)
+  local n = select('#', ...)
+  local parts = {...}
+  for i = 1, n do
+    local part = parts[i]
+    if part == nil then
+      parts[i] = ''
+    elseif type(part) == 'number' then
+      parts[i] = string.format('%.0f', part)
+    end
+  end
+  return table.concat(parts, ' ', 1, n)
+end

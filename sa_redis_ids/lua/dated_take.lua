@@ -114,4 +114,4 @@ else
     return {1, redis.call('GET', key)}
   end
 end
-return {0, label, after, now, day_end, healed, identity}
+return ok_reply(label, after, now, day_end, healed, identity)

@@ -12,8 +12,9 @@
 --          below the guard, is reported (status 6) instead of healed
 -- ARGV[7]  the node identity (replication ID) this process saw last ("": none yet); another one
 --          means a failover or a restart: the counter is raised to at least the heal value
--- Returns  {0, counter after taking n (decimal string), healed, identity}: healed is "" when the
---          counter was sound, else the counter it was healed from ("-" when it was missing)
+-- Returns  "after healed identity" when values were taken: one string of three space-separated
+--          parts, the counter after taking n, healed ("" when the counter was sound, else the
+--          counter it was healed from, "-" when it was missing) and the node identity; else
 --          {1, counter now (string)}  exhausted: nothing taken
 --          {2, recorded claim}        node claim mismatch: nothing taken
 --          {6, counter or ""}         the floor must be read first: nothing taken
@@ -41,4 +42,4 @@ if dec_gt(after, ARGV[3]) then
   redis.call('DECRBY', KEYS[1], ARGV[1])
   return {1, redis.call('GET', KEYS[1])}
 end
-return {0, after, healed, identity}
+return ok_reply(after, healed, identity)

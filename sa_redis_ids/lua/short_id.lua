@@ -159,4 +159,4 @@ for first = 1, n, CHUNK do
     end
   end
 end
-return {0, table.concat(taken, ','), redis.call('INCRBY', KEYS[3], n), generation, identity}
+return ok_reply(table.concat(taken, ','), redis.call('INCRBY', KEYS[3], n), generation, identity)

@@ -94,4 +94,4 @@ if end_ms > tonumber(ARGV[4]) then
   return {1, 'the end of the layout, millisecond ' .. ARGV[4] .. ' after its epoch'}
 end
 redis.call('HSET', KEYS[1], 'ms', whole(end_ms), 'c', whole(end_c), 'seen', whole(seen))
-return {0, ms, c, end_ms, end_c, healed, identity}
+return ok_reply(ms, c, end_ms, end_c, healed, identity)

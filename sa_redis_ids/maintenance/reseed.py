@@ -164,11 +164,13 @@ def reseed_from_table(
     *,
     since: date | None = None,
     progress: Progress | None = None,
+    rows_progress: Callable[[int, int], None] | None = None,
 ) -> ReseedReport:
     """Raise ``generator``'s counters above every value of ``table.column`` (see the module doc).
 
     ``table`` is a ``Table`` or a name (``schema.name`` allowed) reflected from ``bind``.
     ``since``: date-keyed generators only visit days from it on (the newest days matter most).
+    ``rows_progress(done, total)``: pools, after each chunk of values marked taken.
     """
     col = _column(bind, table, column)
     generator.check_claims()  # another node list or other options: refused before any query
@@ -196,7 +198,7 @@ def reseed_from_table(
                     progress(step, 1)
         elif isinstance(generator, Pool):
             report.kind = "pool"
-            _reserve_all(generator, conn, col, within, report)
+            _reserve_all(generator, conn, col, within, report, rows_progress)
         else:
             raise ConfigError(
                 f"a {generator.strategy} generator has no counter to reseed",
@@ -280,7 +282,12 @@ def _reseed_days(
 
 
 def _reserve_all(
-    generator: Pool, conn: Connection, col: Column[Any], within: Any, report: ReseedReport
+    generator: Pool,
+    conn: Connection,
+    col: Column[Any],
+    within: Any,
+    report: ReseedReport,
+    rows_progress: Callable[[int, int], None] | None = None,
 ) -> None:
     # Options on the statement, not the connection: Connection.execution_options() would change a
     # connection the caller (an Alembic migration) goes on using.
@@ -289,3 +296,5 @@ def _reserve_all(
     for chunk in result.scalars().partitions(RESERVE_CHUNK):
         report.newly_taken += int(generator.reserve(list(chunk)))
         report.reserved += len(chunk)
+        if rows_progress:
+            rows_progress(report.reserved, report.rows - report.skipped)

@@ -144,3 +144,62 @@ class FastLane:
         except BaseException:
             held.drop()  # interrupted mid-reply: the connection is out of step
             raise
+
+
+class AsyncLane:
+    """The fast path of a script call on a ``redis.asyncio.Redis``: ``EVALSHA`` packed here and
+    sent on a connection taken straight from the client's pool, without redis-py's per-command
+    layers (retries, hooks, the ``Script`` wrapper).
+
+    A connection that broke, or whose reply a cancellation cut off, is closed before it goes back
+    to the pool; a broken connection retries the call the general way (redis-py's own
+    reconnection), a timeout is raised.
+    """
+
+    def __init__(self, client: Any):
+        self.client = client
+        self.pool = client.connection_pool
+
+    @staticmethod
+    def supports(client: Any) -> bool:
+        """Whether ``client`` can take the asyncio fast path (a plain ``redis.asyncio.Redis`` of a
+        real server; a cluster and the embedded Redis go the general way)."""
+        from redis.asyncio import Redis as AsyncRedis
+
+        if client.__class__.__module__.startswith("fakeredis"):
+            return False
+        return isinstance(client, AsyncRedis)
+
+    async def call(self, script: Any, keys: Any, args: Any) -> Any:
+        """Run ``script`` with ``keys`` and ``args``; the reply as redis-py would return it."""
+        pool = self.pool
+        try:
+            connection = await pool.get_connection()
+        except FALLBACK_ERRORS:
+            return await script(keys=keys, args=args)
+        in_step = False
+        try:
+            packed = pack(connection.encoder, b"EVALSHA", script.sha, len(keys), *keys, *args)
+            try:
+                await connection.send_packed_command([packed], check_health=False)
+                reply = await connection.read_response()
+            except NoScriptError:
+                await connection.send_command("SCRIPT", "LOAD", script.script)
+                await connection.read_response()
+                await connection.send_packed_command([packed], check_health=False)
+                reply = await connection.read_response()
+            in_step = True
+            return reply
+        except redis.ResponseError:
+            in_step = True  # an error reply leaves the connection in step
+            raise
+        except FALLBACK_ERRORS:
+            await connection.disconnect()
+            await pool.release(connection)
+            connection = None
+            return await script(keys=keys, args=args)
+        finally:
+            if connection is not None:
+                if not in_step:
+                    await connection.disconnect()
+                await pool.release(connection)

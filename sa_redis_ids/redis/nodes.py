@@ -12,12 +12,18 @@ handed out (:mod:`sa_redis_ids.redis.replication`); answers that mean "a failove
 (``READONLY``, ``NOREPLICAS``, ``MOVED``, ``TRYAGAIN``, ``MASTERDOWN`` …) count as the node being
 unavailable, never as a script error. At its first use a node's eviction policy is checked
 (:mod:`sa_redis_ids.redis.eviction`).
+
+Logging: the ``sa_redis_ids.nodes`` logger says, once per transition and not once per failed call,
+when a node goes down (WARNING, with the node's name and the error) and when it answers again
+(INFO). With metrics enabled (:mod:`sa_redis_ids.metrics`) every error that marks a node down is
+also reported to the node set's :attr:`NodeSet.observer`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import itertools
+import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -44,9 +50,10 @@ from sa_redis_ids.errors import (
     ScriptError,
     SequenceExhausted,
 )
+from sa_redis_ids.observe import Observer
 from sa_redis_ids.redis.connect import is_async_client, is_embedded, socket_timeout_of
 from sa_redis_ids.redis.eviction import eviction_risk, eviction_risk_async, logger
-from sa_redis_ids.redis.fastlane import FastLane
+from sa_redis_ids.redis.fastlane import AsyncLane, FastLane
 from sa_redis_ids.redis.plans import Plan, now, run_plan
 from sa_redis_ids.redis.replication import (
     DEFAULT_REPLICA_TIMEOUT,
@@ -59,6 +66,9 @@ from sa_redis_ids.redis.replication import (
 from sa_redis_ids.redis.scripts import script_source
 
 T = TypeVar("T")
+
+node_log = logging.getLogger("sa_redis_ids.nodes")
+"""Node transitions: down (WARNING, once until it answers again) and back (INFO)."""
 
 #: Errors that mean "this node cannot answer now": skip it and try another. Besides lost
 #: connections: a master demoted to replica (``READONLY``, also what Redis 7 answers before running a
@@ -117,7 +127,10 @@ def describe_client(client: Any) -> str:
 
 
 def _is_ok(reply: Any) -> bool:
-    """Whether a script reply is ``{0, …}``: the script issued what it was asked for."""
+    """Whether a script reply says the script did what it was asked: an issuing script's ok reply
+    (one string, see ``ok_reply`` in ``common.lua``) or a table ``{0, …}``."""
+    if isinstance(reply, (bytes, str)):
+        return True
     return isinstance(reply, list) and bool(reply) and reply[0] == 0
 
 
@@ -204,6 +217,9 @@ class Node:
                 node=self.name,
             )
         self._lane = FastLane(client) if not self.replicas and FastLane.supports(client) else None
+        self._async_lane = (
+            AsyncLane(client) if not self.replicas and AsyncLane.supports(client) else None
+        )
 
     @property
     def name(self) -> str:
@@ -258,10 +274,15 @@ class Node:
         if not self._checked:
             await self.first_use_async(_hash_tag(keys[0]) if keys else None)
         script = self.script(name)
+        if not self.replicas:
+            lane = self._async_lane
+            if lane is not None:
+                return await lane.call(script, keys, args)
+            if script.sha not in self._loaded:
+                await self._load_async(script)
+            return await script(keys=keys, args=args)
         if script.sha not in self._loaded:
             await self._load_async(script)
-        if not self.replicas:
-            return await script(keys=keys, args=args)
         reply, acknowledged = await run_acknowledged_async(
             self.client,
             self.script(name),
@@ -396,6 +417,11 @@ class NodeSet:
         timeout of the clients; None when no client has one)."""
         self._clock = clock
         self._turn = itertools.count()
+        self._transitions = threading.Lock()
+        self._down_since: dict[int, float] = {}
+        self.observer: Observer | None = None
+        """Where calls and node errors are reported when metrics are enabled (see
+        :mod:`sa_redis_ids.metrics`); None (the default) costs one check per call."""
 
     def __len__(self) -> int:
         return len(self.nodes)
@@ -506,8 +532,8 @@ class NodeSet:
         """
         try:
             result = yield from action(node)
-        except ReplicasNotAcknowledged:
-            node.down_until = self._clock() + self.retry_after
+        except ReplicasNotAcknowledged as exc:
+            self._mark_down(node, exc)
             raise
         except SaRedisIdsError:
             raise
@@ -523,15 +549,49 @@ class NodeSet:
                     node=node.name,
                 ) from exc
             raise ScriptError(f"Redis refused: {exc}", namespace=namespace, node=node.name) from exc
-        node.down_until = 0.0
+        if node.down_until:
+            self._came_back(node)
         return result
 
     def _unavailable(self, node: Node, namespace: str, exc: BaseException) -> RedisUnavailable:
-        node.down_until = self._clock() + self.retry_after
+        self._mark_down(node, exc)
         return RedisUnavailable(
             f"Redis node is unavailable: {type(exc).__name__}: {exc}",
             namespace=namespace,
             node=node.name,
+        )
+
+    def _mark_down(self, node: Node, exc: BaseException) -> None:
+        """Skip ``node`` for ``retry_after`` seconds; log the transition if it was up."""
+        with self._transitions:
+            was_up = node.down_until == 0.0
+            node.down_until = self._clock() + self.retry_after
+            if was_up:
+                self._down_since[node.index] = time.monotonic()
+        if was_up:
+            node_log.warning(
+                "Redis node %s is down (%s: %s); calls go to the other nodes, and it is tried "
+                "again after %g s",
+                node.name,
+                type(exc).__name__,
+                exc,
+                self.retry_after,
+            )
+        observer = self.observer
+        if observer is not None:
+            observer.node_error(node.name, type(exc).__name__)
+
+    def _came_back(self, node: Node) -> None:
+        """``node`` answered after it was marked down: take it back into the rotation."""
+        with self._transitions:
+            if not node.down_until:
+                return  # another thread saw it answer first
+            node.down_until = 0.0
+            since = self._down_since.pop(node.index, None)
+        node_log.info(
+            "Redis node %s answers again%s",
+            node.name,
+            "" if since is None else f" after {time.monotonic() - since:.1f} s",
         )
 
     def each(self, namespace: str, action: Callable[[Node], T]) -> list[T]:

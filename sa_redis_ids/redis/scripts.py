@@ -3,10 +3,15 @@
 Scripts are ``.lua`` files shipped in ``sa_redis_ids/lua``; ``common.lua`` is prepended to each. They
 are registered with redis-py's ``register_script`` once per client (``Script`` does EVALSHA and
 reloads on NOSCRIPT), and every reply is a table ``{status, payload...}``.
+
+Logging: a snowflake script that finds the Redis clock further behind than its tolerance logs a
+WARNING on the ``sa_redis_ids.clock`` logger (namespace, node and how many ms) as it raises
+:class:`~sa_redis_ids.ClockMovedBackwards`.
 """
 
 from __future__ import annotations
 
+import logging
 from functools import cache
 from importlib import resources
 from typing import Any, NoReturn, Protocol
@@ -29,6 +34,9 @@ class Named(Protocol):
     @property
     def name(self) -> str: ...
 
+
+clock_log = logging.getLogger("sa_redis_ids.clock")
+"""The Redis clock stepped back further than a snowflake generator tolerates (WARNING)."""
 
 STATUS_OK = 0
 STATUS_EXHAUSTED = 1
@@ -114,7 +122,15 @@ def reply_text(value: Any) -> str:
 
 
 def check_reply(reply: Any, *, namespace: str, node: Named, claim: str = "") -> list[Any]:
-    """Return the payload of an ok reply; raise the exception a status code stands for."""
+    """Return the payload of an ok reply; raise the exception a status code stands for.
+
+    An issuing script answers its ok reply as one space-separated string (``ok_reply`` in
+    ``common.lua``): its parts are returned, as bytes or text like the client's replies.
+    """
+    if isinstance(reply, bytes):
+        return reply.split(b" ")
+    if isinstance(reply, str):
+        return reply.split(" ")
     if not isinstance(reply, list) or not reply:
         raise ScriptError(f"unexpected script reply {reply!r}", namespace=namespace, node=node.name)
     status = int(reply[0])
@@ -142,6 +158,13 @@ def raise_for_status(
         )
     if status == STATUS_CLOCK_BACKWARDS:
         behind = int(payload[0])
+        clock_log.warning(
+            "the Redis clock of node %s went back: %d ms behind the last millisecond issued "
+            "(namespace %s); no ID is issued on it until it catches up",
+            node.name,
+            behind,
+            namespace,
+        )
         raise ClockMovedBackwards(
             f"Redis clock is {behind} ms behind the last millisecond issued",
             behind_ms=behind,

@@ -1,0 +1,1 @@
+"""A tiny shop whose models take their IDs from Redis (an example for the pytest plugin)."""
