@@ -127,12 +127,15 @@ class RedisIdsBase:
         cluster: bool = False,
         connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
         socket_timeout: float = DEFAULT_SOCKET_TIMEOUT,
+        retry_after: float = 2.0,
         replicas: int = 0,
         replica_timeout: float = DEFAULT_REPLICA_TIMEOUT,
         strict: bool = False,
         **redis_kwargs: Any,
     ) -> Ids:
-        """One node from a ``redis://``, ``rediss://`` or ``unix://`` URL (``cluster=True``: a cluster)."""
+        """One node from a ``redis://``, ``rediss://`` or ``unix://`` URL (``cluster=True``: a
+        cluster). ``retry_after``: seconds a node that failed is passed over (as for every
+        constructor)."""
         check_replica_options(replicas, replica_timeout)
         client = client_from_url(
             url,
@@ -145,6 +148,7 @@ class RedisIdsBase:
         return cls(
             client,
             prefix=prefix,
+            retry_after=retry_after,
             replicas=replicas,
             replica_timeout=replica_timeout,
             strict=strict,

@@ -15,15 +15,16 @@ an exhausted day raises :class:`SequenceExhausted` and never grows a digit.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import date, timedelta
+from datetime import date, datetime, timedelta
 from typing import TYPE_CHECKING
+from zoneinfo import ZoneInfo
 
 from sa_redis_ids.bounds import BIGINT_MAX, limit_for
 from sa_redis_ids.buffering import BufferedGenerator, Buffering, day_source
 from sa_redis_ids.errors import ConfigError, SequenceExhausted
 from sa_redis_ids.generators.base import check_int_option
 from sa_redis_ids.generators.day_counter import DatedGenerator, Floor, Locker
-from sa_redis_ids.generators.day_window import day_start_ms
+from sa_redis_ids.generators.day_window import EMPTY_RANGE, aware_instant, day_start_ms
 from sa_redis_ids.validation import check_bool
 
 if TYPE_CHECKING:
@@ -222,6 +223,64 @@ class DatePrefixedGenerator(BufferedGenerator[int], DatedGenerator[int]):
     def day_range(self) -> tuple[date, date]:
         first, last = super().day_range()
         return max(first, self.first_day), min(last, self.last_day)
+
+    def id_range(self, start: datetime | date, end: datetime | date) -> tuple[int, int]:
+        """``(low, high)``: inclusive bounds of every value this generator can issue for a time in
+        ``[start, end)``, so that::
+
+            select(Order).where(Order.id.between(*order_ids.id_range(start, end)))
+
+        finds the rows made in that range. ``start`` and ``end`` are aware datetimes, or dates,
+        which mean the start of that local day in the generator's ``tz``: ``id_range(day, day +
+        timedelta(days=1))`` is one whole day. A value knows only its local day, so the bounds
+        are those of whole days: from the first value (counter ``start``) of the local day that
+        holds ``start`` to the last possible value of the local day that holds the last instant
+        before ``end``. A range partly outside the days the configuration covers
+        (:meth:`day_range`) is cut to them; one wholly outside them, a naive datetime or ``end <
+        start`` raise :class:`ConfigError`; ``start == end`` gives ``(1, 0)``, which matches
+        nothing. No Redis call.
+        """
+        tz = self.clock.tz
+        first_day, start_at = self._range_day(start, "start", tz, first=True)
+        last_day, end_at = self._range_day(end, "end", tz, first=False)
+        if end_at < start_at:
+            raise ConfigError(
+                f"end={end.isoformat()} is before start={start.isoformat()}; a range is "
+                "[start, end)",
+                namespace=self.namespace,
+            )
+        if end_at == start_at:
+            return EMPTY_RANGE
+        low_day, high_day = self.day_range()
+        if last_day < low_day or first_day > high_day:
+            raise ConfigError(
+                f"no value of fmt={self.fmt} with length={self.length} falls in "
+                f"[{start.isoformat()}, {end.isoformat()}): that is {first_day} to {last_day} in "
+                f"{self.clock.tz_name}, and its values cover the days {low_day} to {high_day}",
+                namespace=self.namespace,
+            )
+        first_day, last_day = max(first_day, low_day), min(last_day, high_day)
+        return self.compose(first_day, self.start), self.compose(last_day, self._scale - 1)
+
+    @staticmethod
+    def _range_day(
+        value: datetime | date, what: str, tz: ZoneInfo, *, first: bool
+    ) -> tuple[date, datetime]:
+        """The local day in ``tz`` a range bound stands for and the instant it is: for ``start``
+        (``first``) the day that holds it, for ``end`` the day that holds the instant before it."""
+        if isinstance(value, datetime):
+            instant = aware_instant(value, what)
+            before = instant if first else instant - timedelta(microseconds=1)
+            try:
+                return before.astimezone(tz).date(), instant
+            except OverflowError:  # within a day of datetime.min or datetime.max
+                return (date.min if before.year == 1 else date.max), instant
+        if isinstance(value, date):
+            at = datetime(value.year, value.month, value.day, tzinfo=tz)
+            if first:
+                return value, at
+            return (value - timedelta(days=1) if value > date.min else value), at
+        raise TypeError(f"{what} must be an aware datetime or a date, not {type(value).__name__}")
 
     def _check_day(self, day: date) -> None:
         if not self.first_day <= day <= self.last_day:

@@ -14,6 +14,7 @@ Tests cross midnight by moving the node set's :class:`~sa_redis_ids.redis.nodes.
 from __future__ import annotations
 
 import time
+import zoneinfo
 from collections.abc import Callable
 from datetime import date, datetime, timedelta, timezone
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -28,13 +29,62 @@ jump does), and a node whose clock is a little behind the others still finds its
 
 
 def zone(name: str) -> ZoneInfo:
-    """The ``ZoneInfo`` for an IANA name, or :class:`ConfigError` naming the bad option."""
+    """The ``ZoneInfo`` for an IANA name, or :class:`ConfigError` saying what is wrong: the name
+    is not a zone name, no zone has that name, or Python finds no time-zone database at all."""
+    if not isinstance(name, str):
+        raise ConfigError(f"tz={name!r} must be a str naming an IANA time zone, such as 'UTC'")
     try:
         return ZoneInfo(name)
-    except (ZoneInfoNotFoundError, ValueError, TypeError) as exc:
+    except ZoneInfoNotFoundError as exc:
+        if not tz_database_found():
+            raise ConfigError(
+                f"tz={name!r} cannot be loaded: Python finds no time-zone database here (none "
+                f"in {list(zoneinfo.TZPATH)} and no tzdata package); run `pip install tzdata` "
+                "(a dependency of sa_redis_ids that is missing from this environment)"
+            ) from exc
         raise ConfigError(
-            f"tz={name!r} is not an IANA time zone such as 'UTC' or 'Asia/Shanghai'"
+            f"tz={name!r} is not an IANA time zone: the time-zone database has no zone of that "
+            f"name; use a name such as {_example_for(name)}"
         ) from exc
+    except ValueError as exc:  # an absolute path, '..' or another key that is not a zone name
+        raise ConfigError(
+            f"tz={name!r} is not an IANA time zone name ({exc}); "
+            f"use a name such as {_example_for(name)}"
+        ) from exc
+
+
+def tz_database_found() -> bool:
+    """Whether ``zoneinfo`` can load any zone at all (the system's database or ``tzdata``); looks
+    past the ``ZoneInfo`` cache, so it tells what is installed now."""
+    try:
+        ZoneInfo.no_cache("UTC")
+    except (ZoneInfoNotFoundError, OSError, ValueError):
+        return False
+    return True
+
+
+def _example_for(name: str) -> str:
+    """Example zone names other than ``name`` (an example equal to the bad name would confuse)."""
+    examples = [z for z in ("UTC", "Europe/Berlin", "Asia/Shanghai") if z != name]
+    return " or ".join(repr(z) for z in examples[:2]) + " (names are case-sensitive)"
+
+
+EMPTY_RANGE = (1, 0)
+"""What a generator's ``id_range`` gives when no value can fall in the range (``start == end``, or
+for snowflakes a span within one millisecond): ``low > high``, so ``between`` matches nothing."""
+
+
+def aware_instant(value: object, what: str) -> datetime:
+    """``value`` if it is an aware datetime (one instant everywhere): :class:`ConfigError` if it
+    is naive, ``TypeError`` if it is not a datetime. ``what`` names the argument in the message."""
+    if not isinstance(value, datetime):
+        raise TypeError(f"{what} must be an aware datetime, not {type(value).__name__}")
+    if value.tzinfo is None or value.utcoffset() is None:
+        raise ConfigError(
+            f"{what}={value.isoformat()} is a naive datetime, which is no instant; give it a "
+            "time zone (tzinfo=timezone.utc or a ZoneInfo) so the range means the same everywhere"
+        )
+    return value
 
 
 def day_label(day: date) -> str:

@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, ClassVar
 
 from sa_redis_ids.errors import ConfigError, ScriptError
 from sa_redis_ids.generators.base import IdGenerator, check_count, check_int_option
+from sa_redis_ids.generators.day_window import EMPTY_RANGE, aware_instant
 from sa_redis_ids.redis.plans import Plan, Run, run_plan
 from sa_redis_ids.redis.scripts import NeedsFloor, check_reply, reply_text
 
@@ -53,6 +54,11 @@ SNOWFLAKE_MAX_BATCH = 100_000
 """The most IDs one ``next_ids`` call may take (more would borrow far into the future)."""
 TOTAL_BITS = 63
 """A signed BIGINT has 63 value bits; the sign bit stays 0."""
+
+
+def _unix_us(instant: datetime) -> int:
+    """Microseconds since 1970 of an aware datetime, exactly (no float on the way)."""
+    return (instant - UNIX_EPOCH) // timedelta(microseconds=1)
 
 
 class SnowflakeCompatWarning(UserWarning):
@@ -192,6 +198,39 @@ class SnowflakeLayout:
         return SnowflakeParts(
             value=value, timestamp=_ms_to_datetime(ms), ms=ms, shard=shard, sequence=sequence
         )
+
+    def id_range(self, start: datetime, end: datetime) -> tuple[int, int]:
+        """``(low, high)``: inclusive bounds of every ID of this layout whose time (the
+        millisecond :meth:`parse` gives) lies in ``[start, end)``, all shards and sequences; for
+        ``Model.id.between(low, high)``. See :meth:`SnowflakeGenerator.id_range`."""
+        return self._id_range(start, end)
+
+    def _id_range(
+        self, start: datetime, end: datetime, namespace: str | None = None
+    ) -> tuple[int, int]:
+        start_us = _unix_us(aware_instant(start, "start"))
+        end_us = _unix_us(aware_instant(end, "end"))
+        if end_us < start_us:
+            raise ConfigError(
+                f"end={end.isoformat()} is before start={start.isoformat()}; a range is "
+                "[start, end)",
+                namespace=namespace,
+            )
+        last_ms = self.epoch_ms + self.max_ms
+        if start_us < end_us and (end_us <= self.epoch_ms * 1000 or start_us > last_ms * 1000):
+            raise ConfigError(
+                f"no ID of this layout has a time in [{start.isoformat()}, {end.isoformat()}): "
+                f"its IDs run from {self.epoch:%Y-%m-%d %H:%M:%S} UTC (epoch_ms={self.epoch_ms}) "
+                f"to before {self.runs_out_at:%Y-%m-%d %H:%M:%S} UTC",
+                namespace=namespace,
+            )
+        # The milliseconds m with start <= m < end, as far as the layout holds them.
+        first = max(-(-start_us // 1000), self.epoch_ms)
+        last = min(-(-end_us // 1000) - 1, last_ms)
+        if first > last:
+            return EMPTY_RANGE
+        time_shift = self.shard_bits + self.sequence_bits
+        return (first - self.epoch_ms) << time_shift, ((last - self.epoch_ms + 1) << time_shift) - 1
 
 
 LAYOUTS: dict[str, SnowflakeLayout] = {
@@ -446,3 +485,18 @@ class SnowflakeGenerator(IdGenerator[int]):
     def parse(self, value: int) -> SnowflakeParts:
         """Decode an ID of this generator's layout: UTC time, milliseconds, shard, sequence."""
         return self.layout.parse(value)
+
+    def id_range(self, start: datetime, end: datetime) -> tuple[int, int]:
+        """``(low, high)``: inclusive bounds of every ID this generator can issue whose time lies
+        in ``[start, end)`` (aware datetimes), so that::
+
+            select(Order).where(Order.id.between(*order_ids.id_range(start, end)))
+
+        finds the rows made in that range. An ID's time is its millisecond, as :meth:`parse`
+        reads it: ``start <= parse(id).timestamp < end`` exactly when ``low <= id <= high``.
+        The bounds come from the layout alone (every shard, node and sequence), with no Redis call.
+        A range partly outside the layout's span is cut to it; one wholly outside it, a naive
+        datetime or ``end < start`` raise :class:`ConfigError`; ``start == end`` (or a range within
+        one millisecond) gives ``(1, 0)``, which matches nothing.
+        """
+        return self.layout._id_range(start, end, self.namespace)

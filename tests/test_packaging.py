@@ -1,0 +1,296 @@
+"""The package as users get it: ``python -m build`` makes an sdist and a wheel that ``twine check``
+accepts, with complete metadata, the Lua scripts and ``py.typed``; the wheel installs into a fresh
+virtual environment with its ``[embedded]`` extra and runs ``sa-redis-ids demo`` there.
+
+Marked ``slow``. The build runs on a copy of this checkout (so the checkout gets no build
+artefacts), in build's isolated environment. The virtual environment is cached under the
+temporary directory, keyed by the wheel's contents and the Python version, so a rerun on unchanged
+code reuses it; pip may fetch the dependencies from the package index or take them from its cache.
+When pip cannot install (no package index reachable), the tests that need it skip, unless
+``SA_REDIS_IDS_REQUIRE_SERVICES=1``.
+"""
+
+from __future__ import annotations
+
+import email
+import email.message
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+import zipfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.support.services import missing
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = ROOT / "sa_redis_ids"
+
+SKIP_IN_COPY = shutil.ignore_patterns(
+    ".git",
+    ".venv*",
+    "build",
+    "dist",
+    "*.egg-info",
+    "__pycache__",
+    ".mypy_cache",
+    ".ruff_cache",
+    ".pytest_cache",
+    ".hypothesis",
+    "*.sqlite3",
+    "*.db",
+)
+
+NO_INDEX_SIGNS = re.compile(
+    r"No matching distribution|Could not find a version|Failed to establish a new connection|"
+    r"Temporary failure in name resolution|Max retries exceeded|Network is unreachable|"
+    r"ConnectionError|Read timed out|Failed to install requirements|ProxyError",
+    re.IGNORECASE,
+)
+"""What pip or build print when the package index cannot be reached (as opposed to a bad package)."""
+
+VENV_PREFIX = "sa_redis_ids-wheel-venv-"
+VENV_MAX_IDLE_S = 2 * 24 * 3600
+"""Cached environments of other wheels unused this long are removed."""
+
+
+@dataclass(frozen=True)
+class Built:
+    sdist: Path
+    wheel: Path
+
+
+def _run(args: list[str | Path], *, cwd: Path, timeout: float) -> subprocess.CompletedProcess[str]:
+    env = {
+        k: v for k, v in os.environ.items() if k not in {"PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV"}
+    }
+    env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
+    return subprocess.run(
+        [str(a) for a in args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout
+    )
+
+
+def _pip_failed(what: str, result: subprocess.CompletedProcess[str]) -> None:
+    """Skip (or fail when services are required) if pip could not reach an index, else fail."""
+    output = (result.stdout + result.stderr)[-3000:]
+    if NO_INDEX_SIGNS.search(output):
+        missing(f"{what}: pip cannot install packages here: {output[-500:]}")
+    pytest.fail(f"{what} failed:\n{output}", pytrace=False)
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> Built:
+    """The sdist and the wheel, built from a copy of the checkout."""
+    work = tmp_path_factory.mktemp("build")
+    source, dist = work / "source", work / "dist"
+    shutil.copytree(ROOT, source, ignore=SKIP_IN_COPY, symlinks=True)
+    result = _run([sys.executable, "-m", "build", "--outdir", dist, source], cwd=work, timeout=300)
+    if result.returncode != 0:
+        _pip_failed("python -m build", result)
+    sdists, wheels = sorted(dist.glob("*.tar.gz")), sorted(dist.glob("*.whl"))
+    assert len(sdists) == len(wheels) == 1, sorted(p.name for p in dist.iterdir())
+    return Built(sdist=sdists[0], wheel=wheels[0])
+
+
+def wheel_names(built: Built) -> set[str]:
+    with zipfile.ZipFile(built.wheel) as wheel:
+        return set(wheel.namelist())
+
+
+def wheel_metadata(built: Built) -> email.message.Message:
+    with zipfile.ZipFile(built.wheel) as wheel:
+        (name,) = [n for n in wheel.namelist() if n.endswith(".dist-info/METADATA")]
+        return email.message_from_string(wheel.read(name).decode("utf-8"))
+
+
+def wheel_key(wheel: Path) -> str:
+    """A hash of the wheel's file names and contents (not its zip timestamps) and this Python."""
+    digest = hashlib.sha256(f"{sys.version_info[:3]}|{sys.platform}".encode())
+    with zipfile.ZipFile(wheel) as archive:
+        for name in sorted(archive.namelist()):
+            digest.update(name.encode() + b"\0")
+            digest.update(hashlib.sha256(archive.read(name)).digest())
+    return digest.hexdigest()[:20]
+
+
+# -- what was built ------------------------------------------------------------------------------
+
+
+def test_twine_check_passes(built: Built) -> None:
+    result = _run(
+        [sys.executable, "-m", "twine", "check", "--strict", built.sdist, built.wheel],
+        cwd=built.wheel.parent,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.count("PASSED") == 2, result.stdout
+
+
+def test_wheel_holds_the_package_its_lua_scripts_and_py_typed(built: Built) -> None:
+    names = wheel_names(built)
+    expected = {
+        path.relative_to(ROOT).as_posix()
+        for path in PACKAGE.rglob("*")
+        if path.is_file()
+        and "__pycache__" not in path.parts
+        and path.suffix in {".py", ".lua", ".typed"}
+    }
+    assert "sa_redis_ids/py.typed" in expected
+    lua = {name for name in expected if name.endswith(".lua")}
+    assert "sa_redis_ids/lua/snowflake.lua" in lua and len(lua) >= 10
+    assert expected - names == set(), "missing from the wheel"
+    outside = {name.split("/", 1)[0] for name in names} - {"sa_redis_ids"}
+    assert len(outside) == 1 and outside.pop().endswith(".dist-info"), "only the package"
+    assert not any("__pycache__" in name or name.endswith(".pyc") for name in names)
+
+
+def test_wheel_metadata_is_complete(built: Built) -> None:
+    import trove_classifiers
+
+    meta = wheel_metadata(built)
+    assert meta["Name"] == "sa_redis_ids"
+    assert meta["Requires-Python"] == ">=3.10"
+    assert meta["License-Expression"] == "MIT"
+    assert meta["License-File"] == "LICENSE"
+    assert meta["Description-Content-Type"] == "text/markdown"
+    assert "sqlalchemy" in meta["Keywords"] and "redis" in meta["Keywords"]
+    assert meta["Summary"]
+    classifiers = meta.get_all("Classifier") or []
+    assert "Typing :: Typed" in classifiers
+    assert "Programming Language :: Python :: 3 :: Only" in classifiers
+    assert [c for c in classifiers if c not in trove_classifiers.classifiers] == []
+    assert not [c for c in classifiers if c.startswith("License ::")], "the SPDX field says it"
+    for url in meta.get_all("Project-URL") or []:  # none invented: only real addresses
+        assert "example" not in url, url
+    requires = meta.get_all("Requires-Dist") or []
+    plain = {
+        re.split(r"[<>=!~;\[ ]", r, maxsplit=1)[0].lower() for r in requires if "extra" not in r
+    }
+    assert {"sqlalchemy", "redis", "tzdata"} <= plain
+    assert "embedded" in (meta.get_all("Provides-Extra") or [])
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert str(meta.get_payload()).strip() == readme.strip()
+    with zipfile.ZipFile(built.wheel) as wheel:
+        (entry,) = [n for n in wheel.namelist() if n.endswith(".dist-info/entry_points.txt")]
+        assert "sa-redis-ids = sa_redis_ids.cli:main" in wheel.read(entry).decode()
+        (licence,) = [n for n in wheel.namelist() if n.endswith(".dist-info/licenses/LICENSE")]
+        assert "MIT License" in wheel.read(licence).decode()
+
+
+def test_sdist_holds_what_a_build_needs(built: Built) -> None:
+    with tarfile.open(built.sdist) as sdist:
+        names = {name.split("/", 1)[1] for name in sdist.getnames() if "/" in name}
+    for needed in ["pyproject.toml", "README.md", "LICENSE", "PKG-INFO", "sa_redis_ids/py.typed"]:
+        assert needed in names
+    lua = {p.relative_to(ROOT).as_posix() for p in (PACKAGE / "lua").glob("*.lua")}
+    assert lua <= names
+
+
+# -- installed from the wheel, away from the checkout ---------------------------------------------
+
+
+@contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    """An exclusive lock on ``path`` (a lock file) where the platform has ``fcntl``."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not POSIX: no other run to guard against
+        yield
+        return
+    with open(path, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _prune_idle_venvs(keep: Path) -> None:
+    """Remove the cached environments (and lock files) of other wheels left unused for days."""
+    for old in Path(tempfile.gettempdir()).glob(f"{VENV_PREFIX}*"):
+        if old in (keep, keep.with_name(keep.name + ".lock")):
+            continue
+        ready = old / "ready"
+        try:
+            idle = time.time() - (ready if ready.exists() else old).stat().st_mtime
+        except OSError:  # removed meanwhile by another run
+            continue
+        if idle > VENV_MAX_IDLE_S:
+            if old.is_dir():
+                shutil.rmtree(old, ignore_errors=True)
+            else:
+                old.unlink(missing_ok=True)
+
+
+def venv_python(venv: Path) -> Path:
+    return venv / ("Scripts" if os.name == "nt" else "bin") / "python"
+
+
+@pytest.fixture(scope="module")
+def installed(built: Built, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A virtual environment (not this checkout's) with the wheel and its ``embedded`` extra."""
+    venv = Path(tempfile.gettempdir()) / f"{VENV_PREFIX}{wheel_key(built.wheel)}"
+    ready = venv / "ready"
+    with _locked(venv.with_name(venv.name + ".lock")):
+        if not ready.exists():
+            shutil.rmtree(venv, ignore_errors=True)
+            here = tmp_path_factory.mktemp("install")
+            made = _run([sys.executable, "-m", "venv", venv], cwd=here, timeout=120)
+            assert made.returncode == 0, made.stdout + made.stderr
+            result = _run(
+                [venv_python(venv), "-m", "pip", "install", "-q", f"{built.wheel}[embedded]"],
+                cwd=here,
+                timeout=300,
+            )
+            if result.returncode != 0:
+                shutil.rmtree(venv, ignore_errors=True)
+                _pip_failed(f"pip install {built.wheel.name}[embedded]", result)
+            ready.write_text(built.wheel.name)
+        ready.touch()
+    _prune_idle_venvs(keep=venv)
+    return venv
+
+
+def test_installed_demo_runs_and_prints_ids(
+    installed: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    elsewhere = tmp_path_factory.mktemp("demo")
+    assert ROOT not in elsewhere.parents
+    script = installed / ("Scripts" if os.name == "nt" else "bin") / "sa-redis-ids"
+    result = _run([script, "demo"], cwd=elsewhere, timeout=180)
+    assert result.returncode == 0, result.stdout + result.stderr
+    ids = re.findall(r"(?<![\d.])\d{8,19}(?![\d.])", result.stdout)
+    assert len(ids) >= 3, result.stdout
+    assert all(int(i) <= 2**63 - 1 for i in ids)
+
+
+def test_installed_package_is_the_wheel_not_the_checkout(
+    installed: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    elsewhere = tmp_path_factory.mktemp("import")
+    code = (
+        "import sa_redis_ids, sa_redis_ids.asyncio, importlib.metadata, importlib.resources;"
+        "print(sa_redis_ids.__file__); print(sa_redis_ids.asyncio.__file__);"
+        "print(importlib.metadata.version('tzdata'));"
+        "print(importlib.resources.files('sa_redis_ids').joinpath('lua/snowflake.lua').is_file())"
+    )
+    result = _run([venv_python(installed), "-c", code], cwd=elsewhere, timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr
+    package, asyncio_module, tzdata_version, lua_found = result.stdout.split()
+    for found in (Path(package), Path(asyncio_module)):
+        assert installed in found.resolve().parents or installed.resolve() in found.parents
+        assert ROOT not in found.resolve().parents, found
+    assert tzdata_version
+    assert lua_found == "True"
