@@ -524,6 +524,10 @@ class RedisIds(RedisIdsBase):
         """Codes ``code_prefix + YYYYMMDD + digits-digit counter`` restarting at 1 every day (Redis
         time in ``tz``); each day's key expires ``grace_days`` after the day. ``floor`` as for
         :meth:`date_prefixed`. (``prefix=`` is the older name of ``code_prefix=``: it warns.)"""
+        if "prefix" in deprecated and code_prefix != "IS":
+            raise ConfigError(
+                "give code_prefix= only (prefix= is its older name)", namespace=namespace
+            )
         options: dict[str, Any] = {} if "prefix" in deprecated else {"code_prefix": code_prefix}
         return self._make(
             "daily_code",

@@ -336,3 +336,15 @@ def test_processes_on_three_nodes_never_share_a_code(redis_servers: StartServers
     values = draw_in_processes(spec, processes=2, threads=4, per_thread=300)
     assert len(values) == 2 * 4 * 300
     assert duplicates(values) == {}
+
+
+def test_the_older_prefix_name_warns_at_the_callers_line_and_both_names_are_refused() -> None:
+    ids = RedisIds.embedded()
+    with pytest.warns(DeprecationWarning, match="code_prefix") as caught:
+        codes = ids.daily_code("legacy", prefix="SO", digits=6)
+    assert caught[0].filename == __file__, "the warning points at the caller's line"
+    assert codes.next_id().startswith("SO")
+    with pytest.raises(ConfigError, match="code_prefix= only"):
+        ids.daily_code("both", prefix="A", code_prefix="B")
+    with pytest.raises(ConfigError, match="code_prefix= only"):
+        ids.generator("daily_code", "both", prefix="A", code_prefix="B")
