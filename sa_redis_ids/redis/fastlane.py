@@ -16,6 +16,7 @@ when its thread ends.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import threading
@@ -148,17 +149,21 @@ class FastLane:
 
 class AsyncLane:
     """The fast path of a script call on a ``redis.asyncio.Redis``: ``EVALSHA`` packed here and
-    sent on a connection taken straight from the client's pool, without redis-py's per-command
-    layers (retries, hooks, the ``Script`` wrapper).
+    sent on a connection of the lane's own, without redis-py's per-command layers (retries, hooks,
+    the ``Script`` wrapper, the pool's lock and stray-data check on every checkout).
 
-    A connection that broke, or whose reply a cancellation cut off, is closed before it goes back
-    to the pool; a broken connection retries the call the general way (redis-py's own
-    reconnection), a timeout is raised.
+    The lane keeps the connections it finished with, in step, for its next calls (as many as calls
+    ran at once); they come from the client's pool and are closed with it. A connection that
+    broke, or whose reply a cancellation cut off, is closed and handed back to the pool; a broken
+    connection retries the call the general way (redis-py's own reconnection), a timeout is
+    raised. A forked child, or another event loop, starts with no kept connection.
     """
 
     def __init__(self, client: Any):
         self.client = client
         self.pool = client.connection_pool
+        self._idle: list[Any] = []
+        self._owner: tuple[int, Any] = (os.getpid(), None)
 
     @staticmethod
     def supports(client: Any) -> bool:
@@ -170,14 +175,29 @@ class AsyncLane:
             return False
         return isinstance(client, AsyncRedis)
 
+    async def _connection(self) -> Any:
+        """A kept connection of this process and event loop, or a new one from the pool."""
+        owner = (os.getpid(), asyncio.get_running_loop())
+        if owner != self._owner:  # a forked child or another loop: the kept ones are not ours
+            self._idle = []
+            self._owner = owner
+        if self._idle:
+            return self._idle.pop()
+        return await self.pool.get_connection()
+
+    async def _drop(self, connection: Any) -> None:
+        """Close a connection that is out of step and hand it back to the pool."""
+        try:
+            await connection.disconnect()
+        finally:
+            await self.pool.release(connection)
+
     async def call(self, script: Any, keys: Any, args: Any) -> Any:
         """Run ``script`` with ``keys`` and ``args``; the reply as redis-py would return it."""
-        pool = self.pool
         try:
-            connection = await pool.get_connection()
+            connection = await self._connection()
         except FALLBACK_ERRORS:
             return await script(keys=keys, args=args)
-        in_step = False
         try:
             packed = pack(connection.encoder, b"EVALSHA", script.sha, len(keys), *keys, *args)
             try:
@@ -188,18 +208,14 @@ class AsyncLane:
                 await connection.read_response()
                 await connection.send_packed_command([packed], check_health=False)
                 reply = await connection.read_response()
-            in_step = True
-            return reply
         except redis.ResponseError:
-            in_step = True  # an error reply leaves the connection in step
+            self._idle.append(connection)  # an error reply leaves the connection in step
             raise
         except FALLBACK_ERRORS:
-            await connection.disconnect()
-            await pool.release(connection)
-            connection = None
+            await self._drop(connection)
             return await script(keys=keys, args=args)
-        finally:
-            if connection is not None:
-                if not in_step:
-                    await connection.disconnect()
-                await pool.release(connection)
+        except BaseException:
+            await asyncio.shield(self._drop(connection))  # cut off mid-reply: out of step
+            raise
+        self._idle.append(connection)
+        return reply
