@@ -8,6 +8,7 @@ Cluster, and check that a client of the wrong kind is refused at construction.
 from __future__ import annotations
 
 import asyncio
+import uuid
 from typing import Any
 
 import pytest
@@ -20,6 +21,7 @@ from sa_redis_ids.asyncio import AsyncIdGenerator, AsyncRedisIds
 from tests.conftest import BACKENDS, Backend
 from tests.support.servers import RedisClusterProcesses
 from tests.support.services import REDIS_URL
+from tests.support.topologies import SentinelTopology
 
 TASKS = 64
 
@@ -112,3 +114,28 @@ def test_the_cluster_fixture_is_reachable_from_asyncio(
             await client.aclose()
 
     assert asyncio.run(main()) == 1
+
+
+def test_from_sentinel_on_asyncio_issues_ids_from_the_master_with_replicas(
+    sentinel_topology: SentinelTopology,
+) -> None:
+    sentinel_topology.wait_replicas_in_sync()
+    prefix = f"as{uuid.uuid4().hex[:8]}"
+
+    async def main() -> list[int]:
+        ids = AsyncRedisIds.from_sentinel(
+            sentinel_topology.addresses, sentinel_topology.service, prefix=prefix, replicas=1
+        )
+        try:
+            users = ids.sequence("users")
+            drawn = await asyncio.gather(*(users.next_ids(5) for _ in range(8)))
+            return [v for chunk in drawn for v in chunk]
+        finally:
+            await ids.aclose()
+
+    values = asyncio.run(main())
+    assert sorted(values) == list(range(1, 41)), "every value once, acknowledged by a replica"
+    master = sentinel_topology.master().client()
+    assert int(master.get(f"{prefix}:{{users}}:seq") or 0) == 40
+    for key in master.scan_iter(match=f"{prefix}:*"):
+        master.delete(key)
