@@ -30,7 +30,7 @@ ids = RedisIds.from_env(REDIS_URL, prefix=PREFIX)
 customer_ids = ids.sequence("customers")
 invoice_ids = ids.date_prefixed("invoices", fmt="YYYYMMDD", length=19, tz="UTC")
 order_ids = ids.snowflake("orders")
-order_codes = ids.daily_code("order_codes", prefix="IS", digits=4, tz="Asia/Shanghai")
+order_codes = ids.daily_code("order_codes", code_prefix="IS", digits=4, tz="Asia/Shanghai")
 member_ids = ids.sequence("members")
 member_numbers = ids.short_id("member_numbers", pool_size=90_000_000, offset=10_000_000)
 

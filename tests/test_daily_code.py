@@ -105,12 +105,12 @@ def test_an_exhausting_batch_takes_nothing(ids: RedisIds) -> None:
 @pytest.mark.parametrize(
     ("options", "message"),
     [
-        ({"prefix": ""}, r"prefix must not be empty"),
-        ({"prefix": "X" * 21}, r"prefix='X{21}' is 21 characters long; at most 20 fit"),
-        ({"prefix": "I S"}, r"prefix='I S' may only hold A-Z a-z 0-9 _ and -"),
-        ({"prefix": "IS:"}, r"may only hold"),
-        ({"prefix": "订单"}, r"may only hold"),
-        ({"prefix": 7}, r"prefix must be a str"),
+        ({"code_prefix": ""}, r"code_prefix must not be empty"),
+        ({"code_prefix": "X" * 21}, r"code_prefix='X{21}' is 21 characters long; at most 20 fit"),
+        ({"code_prefix": "I S"}, r"code_prefix='I S' may only hold A-Z a-z 0-9 _ and -"),
+        ({"code_prefix": "IS:"}, r"may only hold"),
+        ({"code_prefix": "订单"}, r"may only hold"),
+        ({"code_prefix": 7}, r"code_prefix must be a str"),
         ({"digits": 0}, r"digits=0 is out of range; it must be from 1 to 18"),
         ({"digits": 19}, r"digits=19 is out of range; it must be from 1 to 18"),
         ({"tz": "Asia/Peking"}, r"tz='Asia/Peking' is not an IANA time zone"),
