@@ -14,8 +14,10 @@ call. ``redis_id(...)`` and ``register(...)`` accept them for models used with
     users = ids.sequence("users")
     user_id = await users.next_id()
 
-Maintenance (purging and pre-creating day counters) and the command line run on the sync
-:class:`~sa_redis_ids.RedisIds` against the same Redis.
+Like the ``redis.asyncio`` clients it holds, an ``AsyncRedisIds`` serves one event loop at a time
+(the application's): making it at import time is fine, since connections open at the first call,
+but several loops using it, one after another or at once, is not. Maintenance (purging and pre-creating day counters) and the
+command line run on the sync :class:`~sa_redis_ids.RedisIds` against the same Redis.
 """
 
 from __future__ import annotations

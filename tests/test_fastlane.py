@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 import redis
+import redis.asyncio
 from redis.cluster import RedisCluster
 
 from sa_redis_ids import RedisIds, SaRedisIdsError
@@ -180,3 +181,60 @@ def test_a_cluster_failover_moves_the_lane_to_the_new_master(
     assert len(after) >= 20
     assert len(values) == len(set(values))
     assert min(after) > max(before)
+
+
+def test_a_bounded_pool_keeps_connections_for_the_applications_own_commands(
+    server: RedisServer,
+) -> None:
+    tight = redis.Redis.from_url(server.url, max_connections=1, socket_timeout=5)
+    ids = RedisIds(tight)
+    users = ids.sequence("users")
+    assert users.next_ids(2) == [1, 2]  # a pool of one: the lane holds none of it
+    assert tight.set("app:key", "x") is True, "the application's command finds a connection"
+    roomy = redis.Redis.from_url(server.url, socket_timeout=5)  # redis-py's default: 100
+    many = RedisIds(roomy).sequence("many")
+    drawn: list[int] = []
+    lock = threading.Lock()
+    barrier = threading.Barrier(120)
+
+    def work() -> None:
+        mine = [many.next_id() for _ in range(3)]
+        barrier.wait()  # every thread alive at once, each having drawn
+        with lock:
+            drawn.extend(mine)
+
+    threads = [threading.Thread(target=work) for _ in range(120)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(drawn) == len(set(drawn)) == 360
+    assert roomy.ping() is True, "the lane held at most its share of the pool"
+
+
+def test_the_asyncio_lane_keeps_at_most_its_share_of_a_bounded_pool(
+    server: RedisServer,
+) -> None:
+    async def share_left_for_the_app() -> list[int]:
+        client = redis.asyncio.Redis.from_url(server.url, max_connections=8, socket_timeout=5)
+        ids = AsyncRedisIds(client)
+        try:
+            users = ids.sequence("users")
+            drawn = await asyncio.gather(*(users.next_id() for _ in range(8)))
+            assert await client.set("app:key", "x") is True, "a connection is free for the app"
+            return list(drawn)
+        finally:
+            await ids.aclose()
+
+    assert sorted(asyncio.run(share_left_for_the_app())) == list(range(1, 9))
+
+
+def test_first_calls_on_several_event_loops_share_no_asyncio_lock() -> None:
+    ids = AsyncRedisIds.embedded()
+
+    async def first_calls(namespace: str) -> list[int]:
+        users = ids.sequence(namespace)
+        return list(await asyncio.gather(*(users.next_id() for _ in range(4))))
+
+    assert sorted(asyncio.run(first_calls("a"))) == [1, 2, 3, 4]
+    assert sorted(asyncio.run(first_calls("b"))) == [1, 2, 3, 4]  # another loop, no RuntimeError

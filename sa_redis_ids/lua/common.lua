@@ -2,7 +2,8 @@
 -- by sa_redis_ids/redis/scripts.py.
 -- Not a script on its own. Return-code convention of every script: a table whose first element
 -- is 0 (ok, payload follows) or a small error code mapped to an exception in one Python place
--- (sa_redis_ids/redis/scripts.py, STATUS_*).
+-- (sa_redis_ids/redis/scripts.py, STATUS_*); an issuing script answers its success as one string
+-- of the payload instead (ok_reply below), which parses faster.
 
 -- Record on first use which node index of how many, and which configuration, this node serves
 -- for a namespace; on later calls return the recorded claim when it differs from ours.

@@ -22,7 +22,7 @@
 -- ARGV[10] the node identity (replication ID) this process saw last ("": none yet); another one
 --          means a failover or a restart: the day's counter is raised to at least the heal value
 -- ARGV[11…] the day window: m, m+1 boundaries (UTC ms), m labels (see pick_day in day_window.lua)
--- Returns  {0, label, counter after taking n (decimal string), Redis now ms, day end ms, healed,
+-- Returns  ok_reply(label, counter after taking n (decimal string), Redis now ms, day end ms, healed,
 --          identity}: healed is "" when the counter was sound, else the counter it was healed
 --          from ("-": it was missing)
 --          {1, counter now}          exhausted: nothing taken

@@ -19,7 +19,7 @@
 --          read when ARGV[7] is "", so a process that saw one may send "")
 -- ARGV[9]  the node identity (replication ID) this process saw last ("": none yet); another one
 --          means a failover or a restart: the bitmap must be healed
--- Returns  {0, "p1,p2,…", total, generation, identity}: the positions taken, in order, as one
+-- Returns  ok_reply("p1,p2,…", total, generation, identity): the positions taken, in order, as one
 --                                   comma-separated string, the running total after them, the
 --                                   generation and the node identity
 --          {1, positions taken}     the share has fewer free positions than asked: nothing taken

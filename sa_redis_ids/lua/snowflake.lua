@@ -20,7 +20,7 @@
 --          guard and the clock
 -- ARGV[11] the node identity (replication ID) this process saw last ("": none yet); another one
 --          means a failover or a restart: the state is raised as if it were below the guard
--- Returns  {0, first ms, first slot, last ms, last slot, healed, identity}: the slots run on from
+-- Returns  ok_reply(first ms, first slot, last ms, last slot, healed, identity): the slots run on from
 --          the first to the last, a full millisecond at a time (slot counts restart at 0 each
 --          millisecond); healed is "" when the state was sound, else the millisecond it was
 --          healed from ("-": it was missing)

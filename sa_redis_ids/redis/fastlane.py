@@ -61,27 +61,45 @@ def pack(encoder: Any, *parts: Any) -> bytes:
     return b"".join(out)
 
 
+def lane_share(pool: Any) -> int:
+    """How many connections of ``pool`` a lane may keep: half of its ``max_connections`` (at most
+    32), so the application's own commands on the same client always find connections; none for a
+    ``BlockingConnectionPool``, whose callers wait for connections rather than fail."""
+    if "Blocking" in type(pool).__name__:
+        return 0
+    most = getattr(pool, "max_connections", None)
+    if not isinstance(most, int):
+        return 32
+    return max(0, min(32, most // 2))
+
+
 class _Held:
     """A connection one thread holds; given back to its pool when the thread ends."""
 
-    __slots__ = ("connection", "pid", "pool")
+    __slots__ = ("connection", "freed", "pid", "pool")
 
-    def __init__(self, pool: Any, connection: Any):
+    def __init__(self, pool: Any, connection: Any, freed: Any):
         self.pool = pool
         self.connection = connection
+        self.freed = freed
+        """Called once the connection went back to the pool (the lane counts what it holds)."""
         self.pid = os.getpid()
 
     def drop(self) -> None:
         connection, self.connection = self.connection, None
         if connection is not None and self.pid == os.getpid():
-            connection.disconnect()
-            self.pool.release(connection)
+            try:
+                connection.disconnect()
+                self.pool.release(connection)
+            finally:
+                self.freed(self.pool)
 
     def __del__(self) -> None:  # the thread ended
         connection, self.connection = self.connection, None
         if connection is not None and self.pid == os.getpid():
             with contextlib.suppress(Exception):  # interpreter shutdown
                 self.pool.release(connection)
+                self.freed(self.pool)
 
 
 class FastLane:
@@ -91,6 +109,10 @@ class FastLane:
         self.client = client
         self.cluster = isinstance(client, RedisCluster)
         self._local = threading.local()
+        self._lock = threading.Lock()
+        self._holding: dict[int, int] = {}
+        """Connections held per pool (by ``id``), within :func:`lane_share` of it."""
+        self._holding_pid = os.getpid()
 
     @staticmethod
     def supports(client: Any) -> bool:
@@ -105,19 +127,39 @@ class FastLane:
             return node.redis_connection.connection_pool
         return self.client.connection_pool
 
-    def _held(self, pool: Any) -> _Held:
+    def _held(self, pool: Any) -> _Held | None:
+        """This thread's connection of ``pool``, or None when the lane holds its share of the pool
+        already (the call then goes the general way)."""
         held: dict[int, _Held] | None = getattr(self._local, "held", None)
         if held is None:
             held = self._local.held = {}
         found = held.get(id(pool))
         if found is not None and found.connection is not None and found.pid == os.getpid():
             return found
+        with self._lock:
+            if self._holding_pid != os.getpid():  # a forked child holds none of its parent's
+                self._holding.clear()
+                self._holding_pid = os.getpid()
+            holding = self._holding.get(id(pool), 0)
+            if holding >= lane_share(pool):
+                return None
+            self._holding[id(pool)] = holding + 1
         try:
-            connection = pool.get_connection()
-        except TypeError:  # redis-py before 5.3 names the command
-            connection = pool.get_connection("EVALSHA")
-        found = held[id(pool)] = _Held(pool, connection)
+            try:
+                connection = pool.get_connection()
+            except TypeError:  # redis-py before 5.3 names the command
+                connection = pool.get_connection("EVALSHA")
+        except BaseException:
+            self._freed(pool)
+            raise
+        found = held[id(pool)] = _Held(pool, connection, self._freed)
         return found
+
+    def _freed(self, pool: Any) -> None:
+        with self._lock:
+            count = self._holding.get(id(pool), 0)
+            if count > 0:
+                self._holding[id(pool)] = count - 1
 
     def call(self, script: Script, keys: Any, args: Any) -> Any:
         """Run ``script`` with ``keys`` and ``args``; the reply as redis-py would return it."""
@@ -125,6 +167,8 @@ class FastLane:
         try:
             held = self._held(self._pool(key))
         except FALLBACK_ERRORS:
+            return script(keys=keys, args=args)
+        if held is None:
             return script(keys=keys, args=args)
         connection = held.connection
         try:
@@ -149,21 +193,27 @@ class FastLane:
 
 class AsyncLane:
     """The fast path of a script call on a ``redis.asyncio.Redis``: ``EVALSHA`` packed here and
-    sent on a connection of the lane's own, without redis-py's per-command layers (retries, hooks,
+    sent on a connection the lane keeps, without redis-py's per-command layers (retries, hooks,
     the ``Script`` wrapper, the pool's lock and stray-data check on every checkout).
 
-    The lane keeps the connections it finished with, in step, for its next calls (as many as calls
-    ran at once); they come from the client's pool and are closed with it. A connection that
-    broke, or whose reply a cancellation cut off, is closed and handed back to the pool; a broken
-    connection retries the call the general way (redis-py's own reconnection), a timeout is
-    raised. A forked child, or another event loop, starts with no kept connection.
+    Per event loop the lane keeps up to its share of the pool (:func:`lane_share`) of the
+    connections it finished with, in step, for its next calls; the others go back to the pool at
+    once; a forked child keeps none of its parent's. A connection that broke, or whose reply a
+    cancellation cut off, is closed and handed back to the pool; a broken connection or a redirect
+    retries the call the general way (redis-py's own reconnection), a timeout is raised.
+
+    A ``redis.asyncio`` client (its pool, its connections) serves one event loop at a time, and so
+    does the lane. Connections the lane kept for a loop that has since closed are closed and
+    handed back when another loop first calls.
     """
 
     def __init__(self, client: Any):
         self.client = client
         self.pool = client.connection_pool
-        self._idle: list[Any] = []
-        self._owner: tuple[int, Any] = (os.getpid(), None)
+        self.share = lane_share(self.pool)
+        self._kept: dict[Any, list[Any]] = {}
+        """Connections kept per event loop."""
+        self._pid = os.getpid()
 
     @staticmethod
     def supports(client: Any) -> bool:
@@ -175,15 +225,36 @@ class AsyncLane:
             return False
         return isinstance(client, AsyncRedis)
 
-    async def _connection(self) -> Any:
-        """A kept connection of this process and event loop, or a new one from the pool."""
-        owner = (os.getpid(), asyncio.get_running_loop())
-        if owner != self._owner:  # a forked child or another loop: the kept ones are not ours
-            self._idle = []
-            self._owner = owner
-        if self._idle:
-            return self._idle.pop()
-        return await self.pool.get_connection()
+    async def _connection(self) -> tuple[Any, list[Any]]:
+        """A connection kept for this event loop, or a new one from the pool; and the loop's list
+        of kept connections."""
+        if self._pid != os.getpid():  # a forked child: the kept connections are its parent's
+            self._kept = {}
+            self._pid = os.getpid()
+        loop = asyncio.get_running_loop()
+        kept = self._kept.get(loop)
+        if kept is None:
+            await self._release_closed()
+            kept = self._kept.setdefault(loop, [])
+        if kept:
+            return kept.pop(), kept
+        return await self.pool.get_connection(), kept
+
+    async def _release_closed(self) -> None:
+        """Close and hand back the connections kept for event loops that have closed."""
+        for loop in [loop for loop in list(self._kept) if loop.is_closed()]:
+            for connection in self._kept.pop(loop, []):
+                with contextlib.suppress(Exception):  # its transport died with its loop
+                    await connection.disconnect(nowait=True)
+                with contextlib.suppress(Exception):
+                    await self.pool.release(connection)
+
+    async def _keep(self, connection: Any, kept: list[Any]) -> None:
+        """Keep an in-step connection for the next call, or hand it back beyond the share."""
+        if len(kept) < self.share:
+            kept.append(connection)
+        else:
+            await self.pool.release(connection)
 
     async def _drop(self, connection: Any) -> None:
         """Close a connection that is out of step and hand it back to the pool."""
@@ -195,7 +266,7 @@ class AsyncLane:
     async def call(self, script: Any, keys: Any, args: Any) -> Any:
         """Run ``script`` with ``keys`` and ``args``; the reply as redis-py would return it."""
         try:
-            connection = await self._connection()
+            connection, kept = await self._connection()
         except FALLBACK_ERRORS:
             return await script(keys=keys, args=args)
         try:
@@ -208,14 +279,14 @@ class AsyncLane:
                 await connection.read_response()
                 await connection.send_packed_command([packed], check_health=False)
                 reply = await connection.read_response()
-        except redis.ResponseError:
-            self._idle.append(connection)  # an error reply leaves the connection in step
-            raise
-        except FALLBACK_ERRORS:
+        except FALLBACK_ERRORS:  # before ResponseError: redirects are error replies too
             await self._drop(connection)
             return await script(keys=keys, args=args)
+        except redis.ResponseError:
+            await self._keep(connection, kept)  # an error reply leaves the connection in step
+            raise
         except BaseException:
             await asyncio.shield(self._drop(connection))  # cut off mid-reply: out of step
             raise
-        self._idle.append(connection)
+        await self._keep(connection, kept)
         return reply

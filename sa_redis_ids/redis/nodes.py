@@ -26,6 +26,7 @@ import itertools
 import logging
 import threading
 import time
+import weakref
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
@@ -205,7 +206,10 @@ class Node:
         self._lock = threading.Lock()
         self._checked = False
         self._refusal: str | None = None
-        self._first_use_lock: asyncio.Lock | None = None
+        self._first_use_locks: weakref.WeakKeyDictionary[Any, asyncio.Lock] = (
+            weakref.WeakKeyDictionary()
+        )
+        """An asyncio lock per event loop (an asyncio lock belongs to one loop)."""
         self._loaded: set[str] = set()
         """Digests of the scripts loaded on this asyncio node."""
         self.asynchronous = is_async_client(client)
@@ -293,11 +297,18 @@ class Node:
         )
         return self._acknowledged(reply, acknowledged, keys)
 
+    def _first_use_lock(self) -> asyncio.Lock:
+        """The lock of the running event loop that first calls and script loads wait on."""
+        loop = asyncio.get_running_loop()
+        lock = self._first_use_locks.get(loop)
+        if lock is None:
+            lock = self._first_use_locks.setdefault(loop, asyncio.Lock())
+        return lock
+
     async def _load_async(self, script: Any) -> None:
         """Load ``script`` once before its first call: redis-py's asyncio cluster client can fail
         when several tasks answer the same ``NOSCRIPT`` at once."""
-        assert self._first_use_lock is not None  # made by first_use_async
-        async with self._first_use_lock:
+        async with self._first_use_lock():
             if script.sha not in self._loaded:
                 await self.client.script_load(script.script)
                 self._loaded.add(script.sha)
@@ -331,9 +342,7 @@ class Node:
     async def first_use_async(self, namespace: str | None = None) -> None:
         """:meth:`first_use` on a ``redis.asyncio`` client; concurrent first calls wait for the
         one that sets the client up."""
-        if self._first_use_lock is None:
-            self._first_use_lock = asyncio.Lock()
-        async with self._first_use_lock:  # one task sets the client up (a cluster's slot map)
+        async with self._first_use_lock():  # one task sets the client up (a cluster's slot map)
             if not self._checked and self._refusal is None:
                 initialize = getattr(self.client, "initialize", None)
                 if initialize is not None:

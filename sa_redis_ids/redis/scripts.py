@@ -2,7 +2,9 @@
 
 Scripts are ``.lua`` files shipped in ``sa_redis_ids/lua``; ``common.lua`` is prepended to each. They
 are registered with redis-py's ``register_script`` once per client (``Script`` does EVALSHA and
-reloads on NOSCRIPT), and every reply is a table ``{status, payload...}``.
+reloads on NOSCRIPT). A script answers a table ``{status, payload...}``; an issuing script answers
+its success as one space-separated string of the payload instead (``ok_reply`` in ``common.lua``),
+which :func:`check_reply` reads the same way.
 
 Logging: a snowflake script that finds the Redis clock further behind than its tolerance logs a
 WARNING on the ``sa_redis_ids.clock`` logger (namespace, node and how many ms) as it raises
