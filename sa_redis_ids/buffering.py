@@ -894,23 +894,14 @@ def day_plan_source(
     return fetch, generator.redis_clock.monotonic
 
 
-def sequence_plan_source(generator: Any) -> Callable[[int], Plan[Segment[Any]]]:
-    """The fetch plan of a sequence: ``n`` values of one node in one round trip (a ``range``)."""
-
-    def fetch(n: int) -> Plan[Segment[Any]]:
-        values = yield from generator._call_plan(lambda node: generator._take_on(node, n))
-        return Segment(values)
-
-    return fetch
-
-
 def plan_source(generator: BufferedGenerator[V]) -> Callable[[int], Plan[Segment[V]]]:
     """The plan form of a buffered generator's ``fetch``: its day's blocks for a date-keyed one
     (an expiring buffer), its counter's blocks for a sequence."""
     buffer = generator.buffer
     if buffer is not None and buffer.expiring:
         return day_plan_source(generator)[0]
-    return sequence_plan_source(generator)
+    fetch: Callable[[int], Plan[Segment[V]]] = generator._take_block_plan  # type: ignore[attr-defined]
+    return fetch
 
 
 def asyncio_buffer(generator: IdGenerator[V]) -> AsyncSegmentBuffer[V] | None:

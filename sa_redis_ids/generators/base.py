@@ -21,7 +21,7 @@ from sa_redis_ids.generators.highwater import (
 )
 from sa_redis_ids.keys import KeySpace
 from sa_redis_ids.observe import observed
-from sa_redis_ids.redis.plans import CallFloor, Plan, now, run_plan
+from sa_redis_ids.redis.plans import CallFloor, Plan, run_plan
 from sa_redis_ids.redis.scripts import STATUS_CLAIM_MISMATCH, raise_for_status, reply_text
 from sa_redis_ids.validation import check_int_option as check_int_option
 
@@ -188,17 +188,14 @@ class IdGenerator(ABC, Generic[V]):
             return []
         return run_plan(self._take_plan(n))
 
+    @abstractmethod
     def _take_plan(self, n: int) -> Plan[list[V]]:
         """The plan fetching ``n`` (>= 1) values in one round trip (see
         :mod:`~sa_redis_ids.redis.plans`); what a strategy implements."""
-        return now(self._take, n)
 
     def _take(self, n: int) -> list[V]:
         """Fetch ``n`` (>= 1) values in one round trip (sync)."""
         return run_plan(self._take_plan(n))
-
-    def _call(self, action: Any) -> Any:
-        return self._nodes.call(self.namespace, action)
 
     def _call_plan(self, action: Callable[[Node], Plan[T]]) -> Plan[T]:
         """Plan ``action`` on the next node that can answer (see ``NodeSet.call_plan``); reported

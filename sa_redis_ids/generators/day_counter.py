@@ -238,9 +238,6 @@ class DatedGenerator(IdGenerator[V]):
 
     # -- taking values ----------------------------------------------------------------------
 
-    def _take(self, n: int) -> list[V]:
-        return run_plan(self._take_plan(n))
-
     def _take_plan(self, n: int) -> Plan[list[V]]:
         taken = yield from self._call_plan(lambda node: self._take_on(node, n))
         return taken[0]

@@ -92,12 +92,17 @@ class SequenceGenerator(BufferedGenerator[int]):
         return f"sequence:start={self.start}"
 
     def _take_plan(self, n: int) -> Plan[list[int]]:
-        values = yield from self._call_plan(lambda node: self._take_on(node, n))
+        values: range = yield from self._call_plan(lambda node: self._take_on(node, n))
         return list(values)
 
+    def _take_block_plan(self, n: int) -> Plan[Segment[int]]:
+        """``n`` values from one node in one ``INCRBY`` (a ``range``: nothing materialised); the
+        fetch of a buffer, sync or asyncio."""
+        values: range = yield from self._call_plan(lambda node: self._take_on(node, n))
+        return Segment(values)
+
     def _take_block(self, n: int) -> Segment[int]:
-        """``n`` values from one node in one ``INCRBY`` (a ``range``: nothing materialised)."""
-        return Segment(run_plan(self._call_plan(lambda node: self._take_on(node, n))))
+        return run_plan(self._take_block_plan(n))
 
     def _take_on(self, node: Node, n: int) -> Plan[range]:
         """``n`` values of ``node``: one round trip, two when the floor must be read first."""

@@ -258,14 +258,15 @@ class Node:
         """
         if not self._checked:
             self.first_use(_hash_tag(keys[0]) if keys else None)
+        script = self.script(name)
+        lane = self._lane  # None with replicas: their WAIT goes the pipelined way below
+        if lane is not None:
+            return lane.call(script, keys, args)
         if not self.replicas:
-            lane = self._lane
-            if lane is not None:
-                return lane.call(self.script(name), keys, args)
-            return self.script(name)(keys=keys, args=args)
+            return script(keys=keys, args=args)
         reply, acknowledged = run_acknowledged(
             self.client,
-            self.script(name),
+            script,
             keys,
             args,
             replicas=self.replicas,
@@ -278,18 +279,16 @@ class Node:
         if not self._checked:
             await self.first_use_async(_hash_tag(keys[0]) if keys else None)
         script = self.script(name)
-        if not self.replicas:
-            lane = self._async_lane
-            if lane is not None:
-                return await lane.call(script, keys, args)
-            if script.sha not in self._loaded:
-                await self._load_async(script)
-            return await script(keys=keys, args=args)
+        lane = self._async_lane  # None with replicas, as for the sync lane
+        if lane is not None:
+            return await lane.call(script, keys, args)
         if script.sha not in self._loaded:
             await self._load_async(script)
+        if not self.replicas:
+            return await script(keys=keys, args=args)
         reply, acknowledged = await run_acknowledged_async(
             self.client,
-            self.script(name),
+            script,
             keys,
             args,
             replicas=self.replicas,

@@ -174,9 +174,3 @@ def now(action: Callable[..., T], *args: Any) -> Plan[T]:
     """A plan that calls ``action(*args)`` and yields nothing (sync-only work inside a plan)."""
     return action(*args)
     yield  # pragma: no cover - makes this function a generator
-
-
-def answer(value: T) -> Plan[T]:
-    """A plan that answers ``value`` at once."""
-    return value
-    yield  # pragma: no cover - makes this function a generator
