@@ -56,6 +56,11 @@ def print_json(document: Any) -> None:
     print(json.dumps(plain(document)), flush=True)
 
 
+def counted(n: int, noun: str) -> str:
+    """``n`` and ``noun``, plural unless ``n`` is 1 (``1 claim key``, ``2 claim keys``)."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
 class Progress:
     """Progress of ``total`` steps on stderr: a tqdm bar on a terminal, else a plain line every
     ``every`` steps (and at the end). Use as a context manager; ``update(n, note)`` advances.
