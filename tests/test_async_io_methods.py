@@ -18,9 +18,7 @@ from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from typing import Any, TypeVar
 
-import fakeredis
 import pytest
-from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
 
 from sa_redis_ids import ConfigError, DayPurged
 from sa_redis_ids.asyncio import AsyncRedisIds
@@ -29,7 +27,7 @@ from sa_redis_ids.generators.registry import strategies
 from sa_redis_ids.generators.short_id import ShortIdStats
 from sa_redis_ids.redis.plans import plan_of
 from tests.conftest import BACKENDS, Backend
-from tests.support.services import REDIS_URL
+from tests.support.clients import async_ids_on
 
 T = TypeVar("T")
 
@@ -128,23 +126,9 @@ def test_the_asyncio_front_has_a_coroutine_for_every_io_method(cls: type) -> Non
 # -- every coroutine on every backend ---------------------------------------------------------
 
 
-def _async_ids(backend: Backend) -> AsyncRedisIds:
-    """An ``AsyncRedisIds`` on the very data of ``backend`` (and its key prefix)."""
-    if backend.name == "fake":
-        server = backend.client.connection_pool.connection_kwargs["server"]
-        return AsyncRedisIds(fakeredis.FakeAsyncRedis(server=server), prefix=backend.prefix)
-    if backend.name == "redis":
-        return AsyncRedisIds.from_url(REDIS_URL, prefix=backend.prefix)
-    assert backend.target is not None
-    return AsyncRedisIds(
-        AsyncRedisCluster.from_url(backend.target["cluster"], socket_timeout=5),
-        prefix=backend.prefix,
-    )
-
-
 def _run(backend: Backend, body: Callable[[AsyncRedisIds], Awaitable[T]]) -> T:
     async def main() -> T:
-        ids = _async_ids(backend)
+        ids = async_ids_on(backend)
         try:
             return await body(ids)
         finally:
