@@ -77,6 +77,7 @@ class Progress:
         every: int = 25,
         quiet: bool = False,
         stream: TextIO | None = None,
+        start: int = 0,
     ):
         self.total = total
         self.description = description
@@ -84,7 +85,8 @@ class Progress:
         self.every = max(1, every)
         self.quiet = quiet
         self.stream = stream if stream is not None else sys.stderr
-        self.done = 0
+        self.done = start
+        """Steps done (from ``start``: steps shown otherwise before this progress began)."""
         self._bar: Any = None
         if not quiet and _isatty(self.stream):
             try:
@@ -93,7 +95,12 @@ class Progress:
                 pass
             else:
                 self._bar = tqdm(
-                    total=total, desc=description, unit=unit, file=self.stream, leave=False
+                    total=total,
+                    desc=description,
+                    unit=unit,
+                    file=self.stream,
+                    leave=False,
+                    initial=start,
                 )
 
     @property

@@ -164,14 +164,20 @@ class _Bars:
         self.quiet = quiet
         self.shown: dict[str, Progress] = {}
 
-    def advance(self, unit: str, done: int, total: int) -> None:
+    def advance(self, unit: str, done: int, total: int, *, start: int = 0, note: str = "") -> None:
+        """``done`` of ``total`` (the first ``start`` were shown another way)."""
         shown = self.shown.get(unit)
         if shown is None:
             shown = self.shown[unit] = Progress(
-                total, self.description, unit=unit, every=PROGRESS_EVERY, quiet=self.quiet
+                total,
+                self.description,
+                unit=unit,
+                every=PROGRESS_EVERY,
+                quiet=self.quiet,
+                start=start,
             )
         shown.set_total(total)
-        shown.update(done - shown.done)
+        shown.update(done - shown.done, note)
 
     def __enter__(self) -> _Bars:
         return self
@@ -231,13 +237,18 @@ def run(args: argparse.Namespace) -> int:
         )
     bars = _Bars(f"reseed {generator.namespace}", quiet=as_json)
 
+    walked: list[date] = []
+
     def progress(step: ReseedStep, done: int) -> None:
         if step.day is None or done <= PROGRESS_EVERY:
             say(f"  {step.describe()}")
+        else:
+            walked[:] = [step.day]
 
     def days_progress(done: int, total: int) -> None:
-        if done > PROGRESS_EVERY:  # the first days are printed line by line
-            bars.advance("days", done, total)
+        if walked:  # after the first days, printed line by line
+            note = f"now at {walked[0]}"
+            bars.advance("days", done, total, start=done - 1, note=note)
 
     def rows_progress(done: int, total: int) -> None:
         bars.advance("values", done, total)
