@@ -155,9 +155,9 @@ def _record(report: ReseedReport, generator: Any, database: str, claimed: bool) 
 
 
 class _Bars:
-    """The progress of a long walk on stderr, one :class:`Progress` per unit (days, values), each
+    """The progress of a long walk on stderr, one `Progress` per unit (days, values), each
     made at its first step with its total: a bar on a terminal, else a plain line every
-    :data:`PROGRESS_EVERY` steps; none for a unit that never advances."""
+    `PROGRESS_EVERY` steps; none for a unit that never advances."""
 
     def __init__(self, description: str, *, quiet: bool):
         self.description = description

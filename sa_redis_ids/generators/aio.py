@@ -1,15 +1,15 @@
 """The asyncio face of a generator: the same strategy, its calls awaited on the event loop.
 
-An :class:`AsyncIdGenerator` wraps a generator built on ``redis.asyncio`` clients (by
-:class:`~sa_redis_ids.asyncio.AsyncRedisIds`) and runs the very plans the sync generator runs
-(see :mod:`~sa_redis_ids.redis.plans`) with the asyncio driver: ``await ids.next_id()`` never
+An [`AsyncIdGenerator`][sa_redis_ids.generators.aio.AsyncIdGenerator] wraps a generator built on ``redis.asyncio`` clients (by
+[`AsyncRedisIds`][sa_redis_ids.asyncio.AsyncRedisIds]) and runs the very plans the sync generator runs
+(see `plans`) with the asyncio driver: ``await ids.next_id()`` never
 blocks the event loop and never uses a thread. Every method that talks to Redis is a coroutine
-here: the generator writes each one once, as a plan (:func:`~sa_redis_ids.redis.plans.planned`),
-and this front awaits it (``await codes.purge_before(day)``, ``await short.is_taken(x)``,
+here: the generator writes each one once, as a plan (`planned`), and this front awaits it
+(``await codes.purge_before(day)``, ``await short.is_taken(x)``,
 ``await users.ensure_at_least(n)`` …). Everything that does no I/O (``parse``, ``max_value``,
 ``namespace``, ``config`` …) is the wrapped generator's.
 
-A buffered generator (``block=``) gets an :class:`~sa_redis_ids.buffering.AsyncSegmentBuffer`
+A buffered generator (``block=``) gets an `AsyncSegmentBuffer`
 with the options of its thread buffer: blocks come from the same fetch, as a plan, prefetched by
 an ``asyncio`` task. The generator's own (thread) buffer is never used here; ``stats()`` reports
 the asyncio buffer.
@@ -35,7 +35,7 @@ def _plan(generator: IdGenerator[Any], name: str) -> Callable[..., Plan[Any]] | 
 
 class AsyncIdGenerator(Generic[V]):
     """Coroutine ``next_id()``/``next_ids(n)`` (and every other I/O method of the strategy) over
-    ``generator`` (an :class:`IdGenerator`)."""
+    ``generator`` (an [`IdGenerator`][sa_redis_ids.IdGenerator])."""
 
     def __init__(self, generator: IdGenerator[V]):
         self.generator: IdGenerator[V] = generator

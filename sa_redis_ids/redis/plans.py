@@ -3,21 +3,23 @@
 A *plan* is a Python generator that yields *effects* (run a script on a node, send one command,
 call a floor, sleep) and receives each effect's result, or has the effect's exception thrown into
 it at the ``yield``. It returns its answer. Every strategy, the node failover and the lock are
-written as plans, so their logic exists once; :func:`run_plan` runs a plan on sync redis-py
-clients and :func:`run_plan_async` awaits it on ``redis.asyncio`` clients::
+written as plans, so their logic exists once; `run_plan` runs a plan on sync redis-py
+clients and `run_plan_async` awaits it on ``redis.asyncio`` clients:
 
-    def take(node):                                   # a plan
-        reply = yield Run(node, "sequence", keys, args)
-        return int(reply[1])
+```python
+def take(node):                                   # a plan
+    reply = yield Run(node, "sequence", keys, args)
+    return int(reply[1])
 
-    run_plan(take(node))                              # sync front end
-    await run_plan_async(take(node))                  # asyncio front end
+run_plan(take(node))                              # sync front end
+await run_plan_async(take(node))                  # asyncio front end
+```
 
 A plan must not hold a thread lock across a ``yield`` when it may run on the asyncio driver.
 
-A public method that does I/O is written once, as a plan, and decorated with :func:`planned`:
+A public method that does I/O is written once, as a plan, and decorated with `planned`:
 called on a sync generator it runs the plan at once; the asyncio front end
-(:class:`~sa_redis_ids.generators.aio.AsyncIdGenerator`) finds the plan with :func:`plan_of` and
+([`AsyncIdGenerator`][sa_redis_ids.generators.aio.AsyncIdGenerator]) finds the plan with `plan_of` and
 offers the same method as a coroutine.
 """
 
@@ -37,11 +39,11 @@ S = TypeVar("S")
 P = ParamSpec("P")
 
 PLAN_ATTRIBUTE = "__plan__"
-"""Where :func:`planned` keeps a method's plan."""
+"""Where `planned` keeps a method's plan."""
 
 
 class Node(Protocol):
-    """What the effects need of a node (a :class:`~sa_redis_ids.redis.nodes.Node`)."""
+    """What the effects need of a node (a `Node`)."""
 
     client: Any
 
@@ -69,7 +71,7 @@ Plan = Generator[Effect, Any, T]
 
 
 class Run(Effect):
-    """Run the library script ``name`` on ``node`` (see :meth:`~sa_redis_ids.redis.nodes.Node.run`)."""
+    """Run the library script ``name`` on ``node`` (see `run`)."""
 
     __slots__ = ("args", "keys", "name", "node")
 
@@ -190,7 +192,7 @@ def now(action: Callable[..., T], *args: Any) -> Plan[T]:
 def planned(plan: Callable[Concatenate[S, P], Plan[T]]) -> Callable[Concatenate[S, P], T]:
     """A sync method that runs the plan method ``plan`` (same name, arguments and docstring).
 
-    The asyncio front end awaits the very same plan (see :func:`plan_of`), so an I/O method is
+    The asyncio front end awaits the very same plan (see `plan_of`), so an I/O method is
     written once and exists on both front ends.
     """
 
@@ -203,6 +205,6 @@ def planned(plan: Callable[Concatenate[S, P], Plan[T]]) -> Callable[Concatenate[
 
 
 def plan_of(method: object) -> Callable[..., Plan[Any]] | None:
-    """The plan behind a :func:`planned` method (looked up on the class), or None."""
+    """The plan behind a `planned` method (looked up on the class), or None."""
     found: Callable[..., Plan[Any]] | None = getattr(method, PLAN_ATTRIBUTE, None)
     return found
