@@ -48,6 +48,7 @@ from sa_redis_ids.cli.output import Progress, add_json_option, plain, print_json
 from sa_redis_ids.errors import ConfigError
 from sa_redis_ids.generators.abilities import Pool, Reseedable
 from sa_redis_ids.generators.registry import Strategy, strategies
+from sa_redis_ids.ids import RedisIds
 from sa_redis_ids.maintenance.reseed import ReseedReport, ReseedStep, reseed_from_table
 
 PROGRESS_EVERY = 25
@@ -187,7 +188,7 @@ class _Bars:
             shown.close()
 
 
-def _refuse_unreseedable(ids: Any, namespace: str) -> None:
+def _refuse_unreseedable(ids: RedisIds, namespace: str) -> None:
     """Refuse a namespace whose nodes record only claims of strategies reseed cannot raise
     (a snowflake's IDs come from Redis time, not from a counter)."""
     names = {each.name for each in reseedable()}
@@ -212,12 +213,6 @@ def run(args: argparse.Namespace) -> int:
         if args.strategy is None:
             _refuse_unreseedable(ids, args.namespace)
         generator, claimed = generator_from_nodes(ids, args.namespace, args)
-    if not isinstance(generator, (Reseedable, Pool)):
-        raise ConfigError(
-            f"a {factory_name(generator)} generator has no counter to raise and no pool to fill: "
-            "there is nothing to reseed",
-            namespace=generator.namespace,
-        )
     engine = create_engine(args.db_url)
     database = engine.url.render_as_string(hide_password=True)
     as_json = bool(args.json)
