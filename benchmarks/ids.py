@@ -212,7 +212,7 @@ def _safe_url(url: str) -> str:
 
 class PostgresSequence:
     """A PostgreSQL sequence of the benchmark's own, drawn through psycopg (autocommit: one
-    statement, one round trip); dropped by :meth:`close`."""
+    statement, one round trip); dropped by `close`."""
 
     def __init__(self, url: str, name: str, batch: int):
         import psycopg
@@ -543,7 +543,7 @@ def _processes_rate(
 
 
 def run(settings: Settings) -> dict[str, Any]:
-    """Measure everything; returns the result (also written to JSON by :func:`main`)."""
+    """Measure everything; returns the result (also written to JSON by `main`)."""
     prefix = f"bench{uuid.uuid4().hex[:10]}"
     ids = _connect(settings, prefix)
     embedded = not settings.redis_url
