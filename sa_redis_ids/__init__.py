@@ -1,10 +1,13 @@
 """sa_redis_ids: SQLAlchemy model IDs from Redis, unique across every app instance.
 
+```pycon
 >>> from sa_redis_ids import RedisIds, redis_id
 >>> ids = RedisIds.embedded()
 >>> users = ids.sequence("users")
 >>> users.next_id()
 1
+
+```
 """
 
 from sa_redis_ids.buffering import Buffering, BufferStats

@@ -2,16 +2,18 @@
 
 Install the extra (``pip install 'sa_redis_ids[metrics]'``); the library itself runs without
 ``prometheus_client`` and ``opentelemetry-api``, which are imported only when metrics are enabled.
-Metrics are off until enabled, and then cost nothing per ID handed out from a buffer::
+Metrics are off until enabled, and then cost nothing per ID handed out from a buffer:
 
-    from sa_redis_ids.metrics import enable_prometheus, enable_opentelemetry
+```python
+from sa_redis_ids.metrics import enable_prometheus, enable_opentelemetry
 
-    enable_prometheus(ids)                  # prometheus_client's default registry, or registry=…
-    enable_opentelemetry(ids)               # the global meter provider's meter, or meter=…
+enable_prometheus(ids)                  # prometheus_client's default registry, or registry=…
+enable_opentelemetry(ids)               # the global meter provider's meter, or meter=…
+```
 
-Both may be enabled on one :class:`~sa_redis_ids.RedisIds` (or
-:class:`~sa_redis_ids.asyncio.AsyncRedisIds`); several instances may share a registry or meter (their
-series add up). :func:`disable_metrics` stops the reports of an instance.
+Both may be enabled on one [`RedisIds`][sa_redis_ids.RedisIds] (or
+[`AsyncRedisIds`][sa_redis_ids.asyncio.AsyncRedisIds]); several instances may share a registry or meter (their
+series add up). [`disable_metrics`][sa_redis_ids.metrics.disable_metrics] stops the reports of an instance.
 
 Measured at each generator call (one ``NodeSet.call_plan``: a direct call, or a buffer's fetch of a
 block), labelled by ``id_namespace`` and ``strategy`` (the registered name: ``sequence``,
@@ -19,43 +21,28 @@ block), labelled by ``id_namespace`` and ``strategy`` (the registered name: ``se
 own ``namespace`` and ``node`` target labels, which would rename ours ``exported_namespace`` and
 ``exported_node``.
 
-
-=====================================  ===================================================================
-Prometheus / OpenTelemetry             what
-=====================================  ===================================================================
-``sa_redis_ids_reserved_total``        values Redis handed out to this process (a block counts whole
-``sa_redis_ids.reserved``              when it is fetched)
-``sa_redis_ids_call_duration_seconds`` histogram of call durations (failed calls too)
-``sa_redis_ids.call.duration``
-``sa_redis_ids_call_failures_total``   calls that raised, by ``error`` (the exception's class name)
-``sa_redis_ids.call.failures``
-``sa_redis_ids_clock_back_total``      calls refused because the Redis clock went back
-``sa_redis_ids.clock_back``            (:class:`~sa_redis_ids.ClockMovedBackwards`), by ``id_namespace``
-``sa_redis_ids_node_errors_total``     errors that marked a node down, by ``redis_node`` and ``kind`` (the
-``sa_redis_ids.node.errors``           error's class name: ``ConnectionError``, ``TimeoutError`` …)
-=====================================  ===================================================================
+| Prometheus / OpenTelemetry | what |
+|---|---|
+| ``sa_redis_ids_reserved_total``, ``sa_redis_ids.reserved`` | values Redis handed out to this process (a block counts whole when it is fetched) |
+| ``sa_redis_ids_call_duration_seconds``, ``sa_redis_ids.call.duration`` | histogram of call durations (failed calls too) |
+| ``sa_redis_ids_call_failures_total``, ``sa_redis_ids.call.failures`` | calls that raised, by ``error`` (the exception's class name) |
+| ``sa_redis_ids_clock_back_total``, ``sa_redis_ids.clock_back`` | calls refused because the Redis clock went back ([`ClockMovedBackwards`][sa_redis_ids.ClockMovedBackwards]), by ``id_namespace`` |
+| ``sa_redis_ids_node_errors_total``, ``sa_redis_ids.node.errors`` | errors that marked a node down, by ``redis_node`` and ``kind`` (the error's class name: ``ConnectionError``, ``TimeoutError`` …) |
 
 Read from the instances when metrics are collected (a scrape, an export), nothing on the per-ID
 path; in ``prometheus_client`` multiprocess mode, where a scrape reads every process's files, each
 process reads them every ``refresh_seconds`` (5 s) instead:
 
-=====================================  ===================================================================
-``sa_redis_ids_handed_out_total``      values a buffered generator gave to callers (reserved minus
-``sa_redis_ids.handed_out``            buffered and dropped); unbuffered ones hand out what they reserve
-``sa_redis_ids_block_refills_total``   blocks a buffer fetched
-``sa_redis_ids.block.refills``
-``sa_redis_ids_buffered_ids``          values buffered now
-``sa_redis_ids.buffer.ids``
-``sa_redis_ids_rewinds_total``         rewinds detected and healed (see
-``sa_redis_ids.rewinds``               :mod:`~sa_redis_ids.generators.highwater`)
-``sa_redis_ids_pool_fill_ratio``       how full a short-ID pool is, 0 to 1, by ``id_namespace`` (a
-``sa_redis_ids.pool.fill_ratio``       ``BITCOUNT`` per node at collection; sync clients only; left out
-                                       while a node is marked down or cannot answer)
-``sa_redis_ids_node_up``               1 while a node is in the rotation, 0 while it is marked down,
-``sa_redis_ids.node.up``               by ``redis_node``
-=====================================  ===================================================================
+| Prometheus / OpenTelemetry | what |
+|---|---|
+| ``sa_redis_ids_handed_out_total``, ``sa_redis_ids.handed_out`` | values a buffered generator gave to callers (reserved minus buffered and dropped); unbuffered ones hand out what they reserve |
+| ``sa_redis_ids_block_refills_total``, ``sa_redis_ids.block.refills`` | blocks a buffer fetched |
+| ``sa_redis_ids_buffered_ids``, ``sa_redis_ids.buffer.ids`` | values buffered now |
+| ``sa_redis_ids_rewinds_total``, ``sa_redis_ids.rewinds`` | rewinds detected and healed (see `highwater`) |
+| ``sa_redis_ids_pool_fill_ratio``, ``sa_redis_ids.pool.fill_ratio`` | how full a short-ID pool is, 0 to 1, by ``id_namespace`` (a ``BITCOUNT`` per node; sync clients only; left out while a node is marked down or cannot answer) |
+| ``sa_redis_ids_node_up``, ``sa_redis_ids.node.up`` | 1 while a node is in the rotation, 0 while it is marked down, by ``redis_node`` |
 
-Loggers (standard :mod:`logging`; all below ``sa_redis_ids``, which the library never configures):
+Loggers (standard `logging`; all below ``sa_redis_ids``, which the library never configures):
 
 * ``sa_redis_ids.nodes``: a node goes down (WARNING, once until it answers again, with its name
   and the error) and comes back (INFO).
@@ -269,7 +256,7 @@ class PrometheusMetrics(Observer):
     Every series is a ``prometheus_client`` metric, so that multiprocess mode (a pre-fork server
     such as gunicorn) aggregates it across processes. The counters of calls are updated when the
     call ends; the series read from the instances (buffers, rewinds, pool fill, nodes up) are
-    brought up to date by :meth:`refresh`: at each collection of the registry, and in
+    brought up to date by [`refresh`][sa_redis_ids.metrics.PrometheusMetrics.refresh]: at each collection of the registry, and in
     multiprocess mode by a daemon thread of each process every ``refresh_seconds``.
     """
 
@@ -422,7 +409,7 @@ class PrometheusMetrics(Observer):
                 self.node_up.labels(*labels).set(value)
 
     def start_refreshing(self) -> None:
-        """Start this process's daemon thread that calls :meth:`refresh` every
+        """Start this process's daemon thread that calls `refresh` every
         ``refresh_seconds`` (in multiprocess mode: a scrape reads other processes' files, not
         their instances). Called by the first report in each process, a forked worker included."""
         with self._refresh_lock:

@@ -36,10 +36,12 @@ def redis_id_column(
     the dataclass field's default and SQLAlchemy deprecates a callable there. In such a model pass
     ``init=False`` too: the ID is assigned at the flush, not by the constructor.
 
-    >>> class Order(Base):                                   # doctest: +SKIP
-    ...     __tablename__ = "orders"
-    ...     id: Mapped[int] = redis_id_column(ids.snowflake("orders"))
-    ...     code: Mapped[str] = redis_id_column(ids.daily_code("codes"), primary_key=False)
+    ```python
+    class Order(Base):
+        __tablename__ = "orders"
+        id: Mapped[int] = redis_id_column(ids.snowflake("orders"))
+        code: Mapped[str] = redis_id_column(ids.daily_code("codes"), primary_key=False)
+    ```
     """
     if not primary_key:
         kwargs.setdefault("unique", True)
