@@ -164,9 +164,10 @@ def backend(request: pytest.FixtureRequest) -> Iterator[Backend]:
     yield from _backend(request, request.param)
 
 
-@pytest.fixture(params=["redis", "valkey", "cluster"])
+@pytest.fixture(params=["redis", "cluster"])
 def real_backend(request: pytest.FixtureRequest) -> Iterator[Backend]:
-    """The real backends only (real servers and the cluster): for multi-process tests."""
+    """The real backends only (a real server and the cluster): for multi-process tests. (Valkey
+    gets its multi-process loads in the basic fault tests, ``servers_of_each_kind``.)"""
     yield from _backend(request, request.param)
 
 
