@@ -139,9 +139,9 @@ class Sources:
         with self._lock:
             return list(self._ids)
 
-    def buffers(self) -> Iterator[tuple[Labels, Any]]:
-        """``((namespace, strategy), stats)`` of every buffer in use: a sync instance's generator
-        buffers, an asyncio instance's asyncio buffers."""
+    def buffers(self) -> Iterator[tuple[Any, Labels, Any]]:
+        """``(buffer, (namespace, strategy), stats)`` of every buffer in use: a sync instance's
+        generator buffers, an asyncio instance's asyncio buffers."""
         for ids in self.instances():
             if ids.asynchronous:
                 fronts = list(getattr(ids, "_fronts", {}).values())
@@ -151,23 +151,32 @@ class Sources:
             for generator, buffer in pairs:
                 if buffer is not None:
                     labels = (generator.namespace, strategy_label(generator.strategy))
-                    yield labels, buffer.stats()
+                    yield buffer, labels, buffer.stats()
+
+    def counts(self) -> Iterator[tuple[str, Any, Labels, float]]:
+        """``(what, owner, labels, count)`` of each buffer and generator, one by one: what the
+        counters read from the instances (``handed_out``, ``refills``, ``rewinds``) add up."""
+        for buffer, labels, stats in self.buffers():
+            yield "handed_out", buffer, labels, stats.ids_issued
+            yield "refills", buffer, labels, stats.blocks_taken
+        for ids in self.instances():
+            for g in ids.generators:
+                yield "rewinds", g, (g.namespace, strategy_label(g.strategy)), g.rewinds
+
+    def _sum(self, what: str) -> Samples:
+        return _summed((labels, count) for kind, _, labels, count in self.counts() if kind == what)
 
     def handed_out(self) -> Samples:
-        return _summed((labels, stats.ids_issued) for labels, stats in self.buffers())
+        return self._sum("handed_out")
 
     def refills(self) -> Samples:
-        return _summed((labels, stats.blocks_taken) for labels, stats in self.buffers())
+        return self._sum("refills")
 
     def buffered(self) -> Samples:
-        return _summed((labels, stats.ids_left) for labels, stats in self.buffers())
+        return _summed((labels, stats.ids_left) for _, labels, stats in self.buffers())
 
     def rewinds(self) -> Samples:
-        return _summed(
-            ((g.namespace, strategy_label(g.strategy)), g.rewinds)
-            for ids in self.instances()
-            for g in ids.generators
-        )
+        return self._sum("rewinds")
 
     def pool_fill(self) -> Samples:
         """``(namespace,) → fill ratio`` of each short-ID pool of a sync instance."""
@@ -273,7 +282,8 @@ class PrometheusMetrics(Observer):
         self.sources = Sources()
         self.refresh_seconds = refresh_seconds
         self._refresh_lock = threading.Lock()
-        self._seen: dict[tuple[str, Labels], float] = {}
+        self._seen: weakref.WeakKeyDictionary[Any, dict[str, float]] = weakref.WeakKeyDictionary()
+        """What each buffer and generator had counted at the last refresh."""
         self._buffered_labels: set[Labels] = set()
         self._thread_pid = 0
         self._multiprocess = multiprocess_mode()
@@ -386,17 +396,19 @@ class PrometheusMetrics(Observer):
         by what the buffers and rewinds counted since the last refresh, the gauges are set."""
         with self._refresh_lock:
             sources = self.sources
-            for name, counter, found in (
-                ("handed_out", self.handed_out, sources.handed_out()),
-                ("refills", self.refills, sources.refills()),
-                ("rewinds", self.rewinds, sources.rewinds()),
-            ):
-                for labels, value in found.items():
-                    before = self._seen.get((name, labels), 0.0)
-                    child = counter.labels(*labels)  # shown from 0 on
-                    if value > before:
-                        child.inc(value - before)
-                    self._seen[(name, labels)] = value  # lower: an instance went away
+            counters = {
+                "handed_out": self.handed_out,
+                "refills": self.refills,
+                "rewinds": self.rewinds,
+            }
+            for what, owner, labels, count in sources.counts():
+                # by owner, not by label: an instance that goes away takes nothing back
+                seen = self._seen.setdefault(owner, {})
+                before = seen.get(what, 0.0)
+                child = counters[what].labels(*labels)  # shown from 0 on
+                if count > before:
+                    child.inc(count - before)
+                seen[what] = count
             buffered = sources.buffered()
             for labels in self._buffered_labels - set(buffered):
                 self.buffered.labels(*labels).set(0)  # its generator is gone

@@ -140,6 +140,28 @@ def test_two_instances_share_a_registry_and_disabling_stops_the_reports() -> Non
     assert text.count("sa_redis_ids_node_up{") == 1, "only the instance still reported"
 
 
+def test_a_disabled_instance_keeps_its_counts_and_leaves_the_buffered_gauge() -> None:
+    """Counters never go down (Prometheus reads a drop as a restart); the values a disabled
+    instance still buffers are no longer shown."""
+    first, second = RedisIds.embedded(), RedisIds.embedded()
+    registry = prometheus_client.CollectorRegistry()
+    enable_prometheus(first, registry)
+    enable_prometheus(second, registry)
+    a, b = first.sequence("orders", block=100), second.sequence("orders", block=100)
+    [a.next_id() for _ in range(5)], [b.next_id() for _ in range(7)]
+    labels = '{id_namespace="orders",strategy="sequence"}'
+    text = prometheus_client.generate_latest(registry).decode()
+    assert _value(text, f"sa_redis_ids_handed_out_total{labels}") == 12
+    assert _value(text, f"sa_redis_ids_buffered_ids{labels}") == 95 + 93
+
+    disable_metrics(first)
+    b.next_id()
+    text = prometheus_client.generate_latest(registry).decode()
+    assert _value(text, f"sa_redis_ids_handed_out_total{labels}") == 13
+    assert _value(text, f"sa_redis_ids_buffered_ids{labels}") == 92
+    assert _value(text, f"sa_redis_ids_block_refills_total{labels}") == 2
+
+
 def test_prometheus_and_opentelemetry_together_both_count() -> None:
     ids = RedisIds.embedded()
     registry = prometheus_client.CollectorRegistry()
