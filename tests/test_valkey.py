@@ -79,3 +79,9 @@ def test_the_valkey_backend_is_a_valkey_server(valkey_redis_client: redis.Redis)
     """The table's ``valkey`` entry really runs Valkey (its INFO names the server)."""
     info = valkey_redis_client.info("server")
     assert "valkey_version" in info or info.get("server_name") == "valkey", info
+
+
+def test_a_valkey_scheme_url_is_refused_in_words() -> None:
+    """valkey-py's ``valkey://`` spelling: redis-py does not read it (the docs say redis://)."""
+    with pytest.raises(ConfigError, match="redis://"):
+        RedisIds.from_url("valkey://127.0.0.1:6379/0")
