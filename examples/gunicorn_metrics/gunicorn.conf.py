@@ -1,8 +1,9 @@
-"""gunicorn settings for an application that reports sa_redis_ids metrics from every worker.
+"""gunicorn settings for an application that reports sa_redis_ids metrics from every
+worker.
 
 prometheus_client's multiprocess mode keeps each worker's values in files under
-PROMETHEUS_MULTIPROC_DIR: empty it when the server starts, and drop a dead worker's live gauges
-(``sa_redis_ids_buffered_ids``, ``sa_redis_ids_node_up``) when it exits.
+PROMETHEUS_MULTIPROC_DIR: empty it when the server starts, and drop a dead worker's
+live gauges (``sa_redis_ids_buffered_ids``, ``sa_redis_ids_node_up``) when it exits.
 """
 
 from __future__ import annotations

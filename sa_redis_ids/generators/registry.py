@@ -253,7 +253,12 @@ def strategy(name: str) -> Strategy:
 
 
 def strategies() -> list[Strategy]:
-    """Every registered strategy, by name."""
+    """Every registered strategy, by name.
+
+    A strategy is registered when the module that declares it is imported: the five built-in
+    ones with `sa_redis_ids.generators.builtin`, which the front ends
+    ([`RedisIds`][sa_redis_ids.RedisIds], `AsyncRedisIds`) and the command line import.
+    """
     return [_STRATEGIES[name] for name in sorted(_STRATEGIES)]
 
 
