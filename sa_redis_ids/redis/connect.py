@@ -204,6 +204,26 @@ def is_embedded(client: Any) -> bool:
     return bool(client.__class__.__module__.startswith("fakeredis"))
 
 
+def refuse_foreign_client(client: Any) -> None:
+    """Refuse a client of the ``valkey`` package (valkey-py, redis-py's fork) with what to use.
+
+    It answers like redis-py but raises its own exception classes (``valkey.ConnectionError`` is
+    not ``redis.ConnectionError``): a server that is down would not be marked down and skipped,
+    and callers would get valkey-py's errors instead of
+    [`RedisUnavailable`][sa_redis_ids.RedisUnavailable].
+    redis-py itself speaks to Valkey servers, so that is the client to give.
+    """
+    module = type(client).__module__
+    if module == "valkey" or module.startswith("valkey."):
+        kind = f"{module}.{type(client).__name__}"
+        raise ConfigError(
+            f"client must be a redis-py client, not {kind}: valkey-py raises its own error "
+            "classes, which the failover does not recognise. redis-py works with Valkey "
+            "servers: RedisIds.from_url('redis://valkey-host:6379/0'), or redis.Redis(...), "
+            "redis.asyncio.Redis(...), RedisCluster(...) for the same server"
+        )
+
+
 def is_async_client(client: Any) -> bool:
     """Whether ``client`` is a ``redis.asyncio`` client (``Redis`` or ``RedisCluster``, fakeredis's
     asyncio client included), whose commands are coroutines."""

@@ -52,7 +52,12 @@ from sa_redis_ids.errors import (
     SequenceExhausted,
 )
 from sa_redis_ids.observe import Observer
-from sa_redis_ids.redis.connect import is_async_client, is_embedded, socket_timeout_of
+from sa_redis_ids.redis.connect import (
+    is_async_client,
+    is_embedded,
+    refuse_foreign_client,
+    socket_timeout_of,
+)
 from sa_redis_ids.redis.eviction import eviction_risk, eviction_risk_async, logger
 from sa_redis_ids.redis.fastlane import AsyncLane, FastLane
 from sa_redis_ids.redis.plans import Plan, now, run_plan
@@ -188,6 +193,7 @@ class Node:
         strict: bool = False,
         clock: RedisClock | None = None,
     ):
+        refuse_foreign_client(client)
         self.client = client
         self.clock = RedisClock() if clock is None else clock
         """The (test-movable) Redis clock the node's scripts see, shared by a node set."""
