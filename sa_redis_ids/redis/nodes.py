@@ -65,6 +65,7 @@ from sa_redis_ids.redis.replication import (
     wait_milliseconds,
 )
 from sa_redis_ids.redis.scripts import script_source
+from sa_redis_ids.redis.switchover import MasterWatch
 
 T = TypeVar("T")
 
@@ -103,6 +104,14 @@ def is_failover_reply(error: redis.ResponseError) -> bool:
     return text.startswith(FAILOVER_REPLIES) or any(
         f"-{code} " in text for code in FAILOVER_REPLIES
     )
+
+
+def master_may_have_moved(error: BaseException) -> bool:
+    """Whether a failed call may mean the master was replaced: no acknowledgement from its
+    replicas, a lost connection, or a reply of a node that is not (or not yet) a master."""
+    if isinstance(error, (ReplicasNotAcknowledged, *NODE_DOWN_ERRORS)):
+        return True
+    return isinstance(error, redis.ResponseError) and is_failover_reply(error)
 
 
 def describe_client(client: Any) -> str:
@@ -224,6 +233,9 @@ class Node:
         self._async_lane = (
             AsyncLane(client) if not self.replicas and AsyncLane.supports(client) else None
         )
+        self._watch = MasterWatch.of(client)
+        """For a Sentinel client: after a failed call, ask the Sentinels whether the master moved
+        and close the connections to the old one (:mod:`sa_redis_ids.redis.switchover`)."""
 
     @property
     def name(self) -> str:
@@ -254,8 +266,20 @@ class Node:
         what it waits for after the write) is decided in one place. With ``replicas=0`` it is
         redis-py's ``Script`` call; otherwise the script and ``WAIT`` share one round trip, and an ok
         reply that fewer than ``replicas`` replicas acknowledged raises
-        :class:`ReplicasNotAcknowledged` (its values are never handed out).
+        :class:`ReplicasNotAcknowledged` (its values are never handed out). On a Sentinel client a
+        failure that may mean a switch-over asks the Sentinels where the master is now.
         """
+        watch = self._watch
+        if watch is None:
+            return self._run(name, keys, args)
+        try:
+            return self._run(name, keys, args)
+        except BaseException as exc:
+            if master_may_have_moved(exc):
+                watch.recheck()
+            raise
+
+    def _run(self, name: str, keys: Sequence[Any], args: Sequence[Any]) -> Any:
         if not self._checked:
             self.first_use(_hash_tag(keys[0]) if keys else None)
         script = self.script(name)
@@ -276,6 +300,17 @@ class Node:
 
     async def run_async(self, name: str, keys: Sequence[Any], args: Sequence[Any]) -> Any:
         """:meth:`run` on a ``redis.asyncio`` client."""
+        watch = self._watch
+        if watch is None:
+            return await self._run_async(name, keys, args)
+        try:
+            return await self._run_async(name, keys, args)
+        except BaseException as exc:
+            if master_may_have_moved(exc):
+                await watch.recheck_async()
+            raise
+
+    async def _run_async(self, name: str, keys: Sequence[Any], args: Sequence[Any]) -> Any:
         if not self._checked:
             await self.first_use_async(_hash_tag(keys[0]) if keys else None)
         script = self.script(name)
