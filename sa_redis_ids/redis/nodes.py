@@ -31,6 +31,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 import redis
+from redis.asyncio.sentinel import SentinelConnectionPool as AsyncSentinelConnectionPool
 from redis.commands.core import Script
 from redis.exceptions import (
     AskError,
@@ -124,7 +125,7 @@ def describe_client(client: Any) -> str:
         first = nodes[0] if nodes else None
         return f"cluster@{first.host}:{first.port}" if first else "cluster"
     pool = client.connection_pool
-    if isinstance(pool, SentinelConnectionPool):
+    if isinstance(pool, (SentinelConnectionPool, AsyncSentinelConnectionPool)):
         sentinels = ",".join(
             "{host}:{port}".format_map(sentinel.connection_pool.connection_kwargs)
             for sentinel in pool.sentinel_manager.sentinels

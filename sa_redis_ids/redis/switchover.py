@@ -9,9 +9,12 @@ that the new one never sees. ``from_sentinel`` therefore waits for a replica by 
 (``replicas=1``): once the replica is promoted it no longer acknowledges the old master, whose
 values are dropped (gaps, never handed out). What this module adds is the way back: a call that
 failed on a Sentinel node (no acknowledgement, a lost connection, ``READONLY`` …) asks the
-Sentinels again, at most once per :data:`RECHECK_INTERVAL`, and when they name a master other than
-the one seen before, every connection of the pool is closed, in use ones included, so the next
-call connects to the new master instead of waiting out the old master's demotion.
+Sentinels again, at most once per :data:`RECHECK_INTERVAL`; the pool then follows their answer and
+its idle connections are closed. A connection in use is never closed under its caller (another
+thread would read from a closed socket): the sync pool closes it when it comes back, as it no
+longer leads to the master the pool follows; an asyncio pool takes it back as it is, and the next
+failed call closes it among the idle ones. So calls reach the new master as soon as the Sentinels
+name it, instead of waiting out the old master's demotion.
 
 No thread and no task: the check runs in the failing call, so a forked child has nothing to
 inherit but the pool (which redis-py resets after a fork) and ``close()`` has nothing to stop.
@@ -64,46 +67,29 @@ class MasterWatch:
         self._next = now + RECHECK_INTERVAL
         return True
 
-    def _followed(self) -> set[Address | None]:
-        """The addresses connections may be open to: the one named at the last re-check and the
-        one the pool's last new connection was given (None when unknown)."""
-        pooled = getattr(self.pool, "master_address", None)
-        return {self.master, None if pooled is None else _address(pooled)}
-
-    def _moved(self, before: set[Address | None], address: Any) -> bool:
-        """Record ``address``; whether some connection may be open to another master."""
-        self.master = _address(address)
-        return before != {self.master}
-
-    def recheck(self) -> bool:
-        """After a failed call: ask the Sentinels for the master; when it is another than before,
-        close every connection of the pool. Returns whether connections were closed. Sentinels
-        that cannot answer leave everything as it is (the next failure asks again)."""
+    def recheck(self) -> None:
+        """After a failed call: ask the Sentinels for the master (the pool follows their answer)
+        and close the pool's idle connections. Sentinels that cannot answer leave everything as
+        it is (the next failure asks again)."""
         if not self._due():
-            return False
-        before = self._followed()
+            return
         try:
-            address = self.pool.get_master_address()  # also drops idle connections on a change
+            address = self.pool.get_master_address()
         except (redis.RedisError, OSError):
-            return False
-        if not self._moved(before, address):
-            return False
-        self.pool.disconnect(inuse_connections=True)
-        return True
+            return
+        self.master = _address(address)
+        self.pool.disconnect(inuse_connections=False)
 
-    async def recheck_async(self) -> bool:
+    async def recheck_async(self) -> None:
         """:meth:`recheck` on a ``redis.asyncio`` Sentinel client."""
         if not self._due():
-            return False
-        before = self._followed()
+            return
         try:
             address = await self.pool.get_master_address()
         except (redis.RedisError, OSError):
-            return False
-        if not self._moved(before, address):
-            return False
-        await self.pool.disconnect(inuse_connections=True)
-        return True
+            return
+        self.master = _address(address)
+        await self.pool.disconnect(inuse_connections=False)
 
 
 def _address(address: Any) -> Address:

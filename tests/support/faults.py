@@ -203,10 +203,12 @@ async def _draw_async(load: Load, ready: Any, done: Any, stop: Any, out: Any) ->
     out.put(("ok", results))
 
 
-def _late(worker: Callable[..., None], go: Any, *args: Any) -> None:
-    """A worker started inside the fault: it waits for ``go`` before it connects."""
+def _late(worker: Callable[..., None], go: Any, started: Any, load: Any, *args: Any) -> None:
+    """A worker started inside the fault: it waits for ``go``, tells the parent at ``started``
+    and only then connects and draws (its ``ready`` is already set)."""
     go.wait()
-    worker(*args)
+    started.wait()
+    worker(load, *args)
 
 
 def run_beside_fault(
@@ -232,14 +234,15 @@ def run_beside_fault(
     their first values (e.g. the rest of a failure window), before the ``after`` seconds."""
     ctx = multiprocessing.get_context("spawn")
     ready, late_ready = ctx.Barrier(processes + len(also) + 1), ctx.Barrier(len(late) + 1)
-    done, stop, go = ctx.Event(), ctx.Event(), ctx.Event()
+    done, stop, go, ready_now = ctx.Event(), ctx.Event(), ctx.Event(), ctx.Event()
+    ready_now.set()
     out = ctx.Queue()
     workers = [
         ctx.Process(target=worker, args=(each, ready, done, stop, out))
         for each in [*[load] * processes, *also]
     ]
     workers += [
-        ctx.Process(target=_late, args=(worker, go, each, late_ready, done, stop, out))
+        ctx.Process(target=_late, args=(worker, go, late_ready, each, ready_now, done, stop, out))
         for each in late
     ]
     for process in workers:
