@@ -227,10 +227,12 @@ class RedisIdsBase:
         the promoted replica no longer acknowledges the old master, whose values are dropped
         (:class:`~sa_redis_ids.ReplicasNotAcknowledged`, a
         :class:`~sa_redis_ids.RedisUnavailable`). A failed call asks the Sentinels where the
-        master is (at most every 0.1 s) and, when they name a new one, closes every connection
-        to the old, so calls resume on the new master as soon as the Sentinels name it.
-        Measured (``benchmarks/sentinel.py``, loopback): the default costs about 1.5× a
-        ``replicas=0`` call, and a realistic switch-over leaves about 1-2 s without values.
+        master is (at most every 0.1 s) and closes the idle connections to the old one.
+        Measured (``benchmarks/sentinel.py``, loopback, one replica): a call costs about 2× a
+        ``replicas=0`` call; a switch-over leaves about 11 s without values, since the new master
+        has no replica to acknowledge it until Sentinel has demoted the old master and it caught
+        up. Tested with the old master left writable as real Sentinel leaves it:
+        ``tests/test_faults.py::test_a_sentinel_switch_over_window_with_default_options``.
 
         With more than one replica, set ``replicas=`` to their number: the replicas Sentinel has
         not yet moved to the new master could otherwise acknowledge the old one. ``replicas=0``

@@ -63,6 +63,8 @@ from sa_redis_ids.redis.replication import (
     check_wait_fits,
     run_acknowledged,
     run_acknowledged_async,
+    run_with_role,
+    run_with_role_async,
     wait_milliseconds,
 )
 from sa_redis_ids.redis.scripts import script_source
@@ -289,6 +291,18 @@ class Node:
             return lane.call(script, keys, args)
         if not self.replicas:
             return script(keys=keys, args=args)
+        watch = self._watch
+        if watch is not None:
+            if (
+                watch.successor is not None
+                and watch.without_wait() is None
+                and watch.successor_due()
+            ):
+                watch.judge()  # its time ran out: still a master without a replica?
+            identity = watch.without_wait()
+            if identity is not None:
+                reply, info = run_with_role(self.client, script, keys, args)
+                return self._as_successor(watch, identity, reply, info, keys)
         reply, acknowledged = run_acknowledged(
             self.client,
             script,
@@ -297,6 +311,8 @@ class Node:
             replicas=self.replicas,
             timeout_ms=self._wait_ms,
         )
+        if watch is not None and acknowledged < self.replicas and watch.successor_due():
+            watch.judge()  # a master without a replica to wait for? (this reply is dropped)
         return self._acknowledged(reply, acknowledged, keys)
 
     async def run_async(self, name: str, keys: Sequence[Any], args: Sequence[Any]) -> Any:
@@ -322,6 +338,18 @@ class Node:
             await self._load_async(script)
         if not self.replicas:
             return await script(keys=keys, args=args)
+        watch = self._watch
+        if watch is not None:
+            if (
+                watch.successor is not None
+                and watch.without_wait() is None
+                and watch.successor_due()
+            ):
+                await watch.judge_async()
+            identity = watch.without_wait()
+            if identity is not None:
+                reply, info = await run_with_role_async(self.client, script, keys, args)
+                return self._as_successor(watch, identity, reply, info, keys)
         reply, acknowledged = await run_acknowledged_async(
             self.client,
             script,
@@ -330,7 +358,29 @@ class Node:
             replicas=self.replicas,
             timeout_ms=self._wait_ms,
         )
+        if watch is not None and acknowledged < self.replicas and watch.successor_due():
+            await watch.judge_async()
         return self._acknowledged(reply, acknowledged, keys)
+
+    def _as_successor(
+        self, watch: MasterWatch, identity: str, reply: Any, info: dict[str, Any], keys: Any
+    ) -> Any:
+        """``reply`` of a call without ``WAIT``, if the server that ran it is the master found
+        without a replica (``identity``, its replication ID); a server that has a replica now
+        sends the next calls back to ``WAIT``. From another server (a connection still open to
+        the old master) the values are dropped."""
+        if info.get("role") != "master" or info.get("master_replid") != identity:
+            raise ReplicasNotAcknowledged(
+                "the write ran on a server other than the master the Sentinels name; its values "
+                "are dropped",
+                namespace=_hash_tag(keys[0]) if keys else None,
+                node=self.name,
+                required=self.replicas,
+                acknowledged=0,
+            )
+        if int(info.get("connected_slaves", 0)):
+            watch.stop_without_wait()  # a replica connected: WAIT for it again
+        return reply
 
     def _first_use_lock(self) -> asyncio.Lock:
         """The lock of the running event loop that first calls and script loads wait on."""

@@ -16,6 +16,20 @@ longer leads to the master the pool follows; an asyncio pool takes it back as it
 failed call closes it among the idle ones. So calls reach the new master as soon as the Sentinels
 name it, instead of waiting out the old master's demotion.
 
+**A master without a replica.** Right after a switch-over the new master has no replica either
+(the old master joins it only once Sentinel demoted it), nor has a master whose only replica died;
+``WAIT`` cannot succeed there, and waiting for it would leave callers without values for as long.
+So after a shortfall the node asks whether the master may issue without acknowledgement: the
+Sentinels name it, no replica is connected to it, and every replica the Sentinels list for it is
+either down (in their view) or its predecessor, a master still running on the replication history
+this one was promoted from (``master_replid2``). Then no server can be promoted in its place
+holding only part of its writes, except by a second failover, and for
+:data:`SUCCESSOR_SECONDS` at a time its scripts go without ``WAIT``, each with ``INFO
+replication`` in the same round trip: a reply is handed out only when it came from that very
+server (its replication ID) and the server still has no replica. The old master is never such a
+master while its successor runs: the Sentinels name the successor, or, before they do, the
+successor reports the old master's replication ID as its predecessor's.
+
 No thread and no task: the check runs in the failing call, so a forked child has nothing to
 inherit but the pool (which redis-py resets after a fork) and ``close()`` has nothing to stop.
 """
@@ -29,6 +43,19 @@ import redis
 from redis.asyncio.sentinel import SentinelConnectionPool as AsyncSentinelConnectionPool
 from redis.sentinel import SentinelConnectionPool
 
+#: Seconds a master found without a replica to wait for issues without ``WAIT`` before the
+#: Sentinels and its replicas are asked again.
+SUCCESSOR_SECONDS = 1.0
+
+#: Connection options of the pool that a direct client to one server reuses.
+_DIRECT_OPTIONS = (
+    "username",
+    "password",
+    "credential_provider",
+    "socket_connect_timeout",
+    "socket_timeout",
+)
+
 #: Seconds between two questions to the Sentinels from one node (failed calls in between reuse
 #: the last answer), so a master that is down does not turn every failed call into Sentinel load.
 RECHECK_INTERVAL = 0.1
@@ -39,13 +66,17 @@ Address = tuple[str, int]
 class MasterWatch:
     """The master address a Sentinel-backed client's pool last followed, and the re-check."""
 
-    __slots__ = ("_next", "master", "pool")
+    __slots__ = ("_next", "_next_successor", "master", "pool", "successor", "successor_until")
 
     def __init__(self, pool: Any):
         self.pool = pool
         self.master: Address | None = None
         """The address the Sentinels named at the last re-check (None before the first)."""
         self._next = 0.0
+        self._next_successor = 0.0
+        self.successor: str | None = None
+        """The replication ID of a master that may issue without ``WAIT`` (see the module)."""
+        self.successor_until = 0.0
 
     @staticmethod
     def of(client: Any) -> MasterWatch | None:
@@ -57,6 +88,83 @@ class MasterWatch:
         ):
             return MasterWatch(pool)
         return None
+
+    def without_wait(self) -> str | None:
+        """The replication ID of the server a call may run on without ``WAIT`` now, or None."""
+        found = self.successor
+        if found is not None and time.monotonic() < self.successor_until:
+            return found
+        return None
+
+    def successor_due(self) -> bool:
+        """Whether a master found without a replica should be judged again before the next call
+        (its time ran out) or after a shortfall, within the rate limit."""
+        now = time.monotonic()
+        if now < self._next_successor:
+            return False
+        self._next_successor = now + RECHECK_INTERVAL
+        return True
+
+    def stop_without_wait(self) -> None:
+        """Back to ``WAIT`` on every call (a replica connected, or the server is not the one)."""
+        self.successor = None
+
+    def _judged(self, identity: str | None) -> None:
+        self.successor = identity
+        self.successor_until = time.monotonic() + SUCCESSOR_SECONDS
+
+    def _direct_options(self) -> dict[str, Any]:
+        kwargs = self.pool.connection_kwargs
+        options = {key: kwargs[key] for key in _DIRECT_OPTIONS if key in kwargs}
+        if "SSL" in getattr(self.pool.connection_class, "__name__", ""):
+            options["ssl"] = True
+        return options
+
+    def judge(self) -> None:
+        """Ask the Sentinels and the servers whether the master may issue without ``WAIT`` now
+        (see the module); any error answers no."""
+        try:
+            address = self.pool.get_master_address()
+            sentinel = self.pool.sentinel_manager.sentinels[0]  # the one that just answered
+            listed = sentinel.sentinel_slaves(self.pool.service_name)
+            servers = {"master": _address(address)}
+            servers.update(
+                {f"{i}": (str(r["ip"]), int(r["port"])) for i, r in enumerate(listed) if is_up(r)}
+            )
+            infos = {}
+            for name, (host, port) in servers.items():
+                with redis.Redis(host=host, port=port, **self._direct_options()) as client:
+                    infos[name] = client.info("replication")
+        except (redis.RedisError, OSError, KeyError, ValueError):
+            self._judged(None)
+            return
+        master = infos.pop("master")
+        self._judged(successor_identity(master, list(infos.values())))
+
+    async def judge_async(self) -> None:
+        """:meth:`judge` on a ``redis.asyncio`` Sentinel client."""
+        from redis.asyncio import Redis as AsyncRedis
+
+        try:
+            address = await self.pool.get_master_address()
+            sentinel = self.pool.sentinel_manager.sentinels[0]
+            listed = await sentinel.sentinel_slaves(self.pool.service_name)
+            servers = {"master": _address(address)}
+            servers.update(
+                {f"{i}": (str(r["ip"]), int(r["port"])) for i, r in enumerate(listed) if is_up(r)}
+            )
+            infos = {}
+            for name, (host, port) in servers.items():
+                client = AsyncRedis(host=host, port=port, **self._direct_options())
+                try:
+                    infos[name] = await client.info("replication")
+                finally:
+                    await client.aclose()
+        except (redis.RedisError, OSError, KeyError, ValueError):
+            self._judged(None)
+            return
+        master = infos.pop("master")
+        self._judged(successor_identity(master, list(infos.values())))
 
     def _due(self) -> bool:
         """Whether the Sentinels may be asked now (no lock: two threads asking at once is
@@ -90,6 +198,32 @@ class MasterWatch:
             return
         self.master = _address(address)
         await self.pool.disconnect(inuse_connections=False)
+
+
+def is_up(replica: dict[str, Any]) -> bool:
+    """Whether the Sentinels consider a listed replica up (it could be promoted)."""
+    return not (
+        replica.get("is_sdown") or replica.get("is_odown") or replica.get("is_disconnected")
+    )
+
+
+def successor_identity(master: dict[str, Any], replicas: list[dict[str, Any]]) -> str | None:
+    """The master's replication ID when it may issue without ``WAIT``, else None.
+
+    ``master`` is the ``INFO replication`` of the server the Sentinels name, ``replicas`` that of
+    every replica they list for it and consider up. It may when no replica is connected to it and
+    every listed replica is its predecessor: a master whose replication ID is the one this master
+    was promoted from (``master_replid2``). A replica that still replicates, or lost its link,
+    could be promoted without this master's latest writes.
+    """
+    if master.get("role") != "master" or int(master.get("connected_slaves", 0)):
+        return None
+    promoted_from = master.get("master_replid2")
+    for replica in replicas:
+        if replica.get("role") != "master" or replica.get("master_replid") != promoted_from:
+            return None
+    identity = master.get("master_replid")
+    return str(identity) if identity else None
 
 
 def _address(address: Any) -> Address:
