@@ -228,10 +228,13 @@ class RedisIdsBase:
         (:class:`~sa_redis_ids.ReplicasNotAcknowledged`, a
         :class:`~sa_redis_ids.RedisUnavailable`). A failed call asks the Sentinels where the
         master is (at most every 0.1 s) and closes the idle connections to the old one.
-        Measured (``benchmarks/sentinel.py``, loopback, one replica): a call costs about 2× a
-        ``replicas=0`` call; a switch-over leaves about 11 s without values, since the new master
-        has no replica to acknowledge it until Sentinel has demoted the old master and it caught
-        up. Tested with the old master left writable as real Sentinel leaves it:
+        A master without a replica to wait for (the new master until the old one rejoins it, a
+        master whose replica died) issues without ``WAIT`` once the Sentinels name it and every
+        replica they list for it is down or its predecessor; each such call checks, in the same
+        round trip, that it ran on that very server. Measured (``benchmarks/sentinel.py``,
+        loopback, one replica): a call costs about 1.9× a ``replicas=0`` call; a switch-over
+        leaves about 1 s without values. Tested with the old master left writable as real
+        Sentinel leaves it:
         ``tests/test_faults.py::test_a_sentinel_switch_over_window_with_default_options``.
 
         With more than one replica, set ``replicas=`` to their number: the replicas Sentinel has

@@ -20,6 +20,7 @@ from sa_redis_ids import (
     ScriptError,
 )
 from sa_redis_ids.asyncio import AsyncRedisIds
+from sa_redis_ids.redis.switchover import successor_identity
 from tests.support.servers import RedisServer
 from tests.support.topologies import SentinelTopology, wait_until
 from tests.support.uniqueness import duplicates
@@ -211,3 +212,77 @@ def test_an_asyncio_call_after_a_switch_over_closes_every_connection_to_the_old_
     assert ports["after"] == 0
     assert ports["master"][1] == ports["new"].port
     sentinel_topology.wait_demoted(old)
+
+
+MASTER = {
+    "role": "master",
+    "connected_slaves": 0,
+    "master_replid": "b" * 40,
+    "master_replid2": "a" * 40,
+}
+PREDECESSOR = {"role": "master", "connected_slaves": 0, "master_replid": "a" * 40}
+
+
+@pytest.mark.parametrize(
+    ("master", "replicas", "issues"),
+    [
+        (MASTER, [], True),  # no replica listed that is up (none, or all down)
+        (MASTER, [PREDECESSOR], True),  # the old master, not yet demoted by Sentinel
+        ({**MASTER, "connected_slaves": 1}, [], False),  # a replica that can acknowledge
+        (MASTER, [{"role": "slave", "master_link_status": "down"}], False),  # promotable
+        (MASTER, [{**PREDECESSOR, "master_replid": "c" * 40}], False),  # another master
+        ({**MASTER, "master_replid2": "0" * 40}, [PREDECESSOR], False),  # it is the old master
+        ({**MASTER, "role": "slave"}, [], False),
+    ],
+    ids=["alone", "predecessor", "connected", "replica", "stranger", "replaced", "not master"],
+)
+def test_a_master_issues_without_wait_only_when_no_replica_could_replace_it(
+    master: dict[str, Any], replicas: list[dict[str, Any]], issues: bool
+) -> None:
+    found = successor_identity(master, replicas)
+    assert found == (master["master_replid"] if issues else None)
+
+
+def test_a_connection_left_on_the_old_master_hands_nothing_out_while_the_new_one_has_no_replica(
+    sentinel_topology: SentinelTopology,
+) -> None:
+    """An asyncio pool takes back a connection still open to the old master; a call that runs on
+    it while the new master issues without WAIT is dropped (the server is not the one judged)."""
+    sentinel_topology.wait_replicas_in_sync()
+    outcome: dict[str, Any] = {}
+
+    async def main() -> None:
+        ids = AsyncRedisIds.from_sentinel(
+            sentinel_topology.addresses,
+            sentinel_topology.service,
+            prefix=f"stale{uuid.uuid4().hex[:8]}",
+            retry_after=0.1,
+        )
+        try:
+            seq = ids.sequence("users")
+            await seq.next_id()
+            pool = ids.nodes.nodes[0].client.connection_pool
+            stale = await pool.get_connection()  # open to the master, kept aside
+            old = sentinel_topology.master()
+            await asyncio.to_thread(sentinel_topology.failover)
+            deadline = time.monotonic() + 10
+            while "resumed" not in outcome and time.monotonic() < deadline:
+                try:
+                    outcome["resumed"] = await seq.next_id()  # on the new master, without WAIT
+                except RedisUnavailable:
+                    await asyncio.sleep(0.05)
+            outcome["old still master"] = sentinel_topology.is_master(old)
+            await pool.release(stale)  # the pool hands it out next
+            try:
+                outcome["from the old master"] = await seq.next_id()
+            except ReplicasNotAcknowledged as exc:
+                outcome["dropped"] = str(exc)
+        finally:
+            await ids.aclose()
+
+    asyncio.run(main())
+    assert "resumed" in outcome, "no value from the new master while the old one is writable"
+    assert outcome["old still master"]
+    assert "from the old master" not in outcome, outcome
+    assert "other than the master" in outcome["dropped"]
+    sentinel_topology.wait_demoted(sentinel_topology.replicas()[0])

@@ -1,5 +1,5 @@
-"""Following a Sentinel switch-over: after a failed call, ask the Sentinels where the master is and
-close every connection to a master they no longer name.
+"""Following a Sentinel switch-over: after a failed call, ask the Sentinels where the master is,
+close the idle connections, and let a master that has no replica to wait for issue safely.
 
 redis-py's ``SentinelConnectionPool`` asks the Sentinels for the master's address only when it
 opens a connection. Connections already open (idle in the pool, in use, or held by a fast lane)
