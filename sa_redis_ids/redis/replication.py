@@ -27,7 +27,7 @@ from sa_redis_ids.errors import ConfigError
 from sa_redis_ids.redis.connect import socket_timeout_of
 
 #: Seconds ``WAIT`` waits for the replicas by default: below the default socket timeout (1 s), so a
-#: missing replica shows as :class:`~sa_redis_ids.ReplicasNotAcknowledged`, not as a socket timeout.
+#: missing replica shows as `ReplicasNotAcknowledged`, not as a socket timeout.
 DEFAULT_REPLICA_TIMEOUT = 0.5
 
 
@@ -117,7 +117,7 @@ def run_with_role(
 async def run_with_role_async(
     client: Any, script: Any, keys: Sequence[Any], args: Sequence[Any]
 ) -> tuple[Any, dict[str, Any]]:
-    """:func:`run_with_role` on a ``redis.asyncio.Redis``."""
+    """`run_with_role` on a ``redis.asyncio.Redis``."""
     for attempt in (1, 2):
         async with client.pipeline(transaction=False) as pipe:
             pipe.evalsha(script.sha, len(keys), *keys, *args)
@@ -156,7 +156,7 @@ async def run_acknowledged_async(
     replicas: int,
     timeout_ms: int,
 ) -> tuple[Any, int]:
-    """:func:`run_acknowledged` on a ``redis.asyncio.Redis`` (a cluster is refused when the
+    """`run_acknowledged` on a ``redis.asyncio.Redis`` (a cluster is refused when the
     node is made: its pipelines cannot carry a keyless ``WAIT``)."""
     for attempt in (1, 2):
         async with client.pipeline(transaction=False) as pipe:

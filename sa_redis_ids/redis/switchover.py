@@ -9,7 +9,7 @@ that the new one never sees. ``from_sentinel`` therefore waits for a replica by 
 (``replicas=1``): once the replica is promoted it no longer acknowledges the old master, whose
 values are dropped (gaps, never handed out). What this module adds is the way back: a call that
 failed on a Sentinel node (no acknowledgement, a lost connection, ``READONLY`` …) asks the
-Sentinels again, at most once per :data:`RECHECK_INTERVAL`; the pool then follows their answer and
+Sentinels again, at most once per `RECHECK_INTERVAL`; the pool then follows their answer and
 its idle connections are closed. A connection in use is never closed under its caller (another
 thread would read from a closed socket): the sync pool closes it when it comes back, as it no
 longer leads to the master the pool follows; an asyncio pool takes it back as it is, and the next
@@ -24,7 +24,7 @@ Sentinels name it, no replica is connected to it, and every replica the Sentinel
 either down (in their view) or its predecessor, a master still running on the replication history
 this one was promoted from (``master_replid2``). Then no server can be promoted in its place
 holding only part of its writes, except by a second failover, and for
-:data:`SUCCESSOR_SECONDS` at a time its scripts go without ``WAIT``, each with ``INFO
+`SUCCESSOR_SECONDS` at a time its scripts go without ``WAIT``, each with ``INFO
 replication`` in the same round trip: a reply is handed out only when it came from that very
 server (its replication ID) and the server still has no replica. The old master is never such a
 master while its successor runs: the Sentinels name the successor, or, before they do, the
@@ -142,7 +142,7 @@ class MasterWatch:
         self._judged(successor_identity(master, list(infos.values())))
 
     async def judge_async(self) -> None:
-        """:meth:`judge` on a ``redis.asyncio`` Sentinel client."""
+        """`judge` on a ``redis.asyncio`` Sentinel client."""
         from redis.asyncio import Redis as AsyncRedis
 
         try:
@@ -189,7 +189,7 @@ class MasterWatch:
         self.pool.disconnect(inuse_connections=False)
 
     async def recheck_async(self) -> None:
-        """:meth:`recheck` on a ``redis.asyncio`` Sentinel client."""
+        """`recheck` on a ``redis.asyncio`` Sentinel client."""
         if not self._due():
             return
         try:
