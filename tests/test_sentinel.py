@@ -265,18 +265,18 @@ def test_a_connection_left_on_the_old_master_hands_nothing_out_while_the_new_one
             stale = await pool.get_connection()  # open to the master, kept aside
             old = sentinel_topology.master()
             await asyncio.to_thread(sentinel_topology.failover)
-            deadline = time.monotonic() + 10
+            deadline = time.monotonic() + 20
             while "resumed" not in outcome and time.monotonic() < deadline:
                 try:
                     outcome["resumed"] = await seq.next_id()  # on the new master, without WAIT
                 except RedisUnavailable:
                     await asyncio.sleep(0.05)
-            outcome["old still master"] = sentinel_topology.is_master(old)
             await pool.release(stale)  # the pool hands it out next
             try:
                 outcome["from the old master"] = await seq.next_id()
             except ReplicasNotAcknowledged as exc:
                 outcome["dropped"] = str(exc)
+            outcome["old still master"] = sentinel_topology.is_master(old)
         finally:
             await ids.aclose()
 
@@ -284,5 +284,5 @@ def test_a_connection_left_on_the_old_master_hands_nothing_out_while_the_new_one
     assert "resumed" in outcome, "no value from the new master while the old one is writable"
     assert outcome["old still master"]
     assert "from the old master" not in outcome, outcome
-    assert "other than the master" in outcome["dropped"]
+    assert "dropped" in outcome, outcome  # by the identity check; by WAIT if its time ran out
     sentinel_topology.wait_demoted(sentinel_topology.replicas()[0])

@@ -37,9 +37,12 @@ inherit but the pool (which redis-py resets after a fork) and ``close()`` has no
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Generator
+from functools import partial
 from typing import Any
 
 import redis
+from redis.asyncio import Redis as AsyncRedis
 from redis.asyncio.sentinel import SentinelConnectionPool as AsyncSentinelConnectionPool
 from redis.sentinel import SentinelConnectionPool
 
@@ -120,51 +123,59 @@ class MasterWatch:
             options["ssl"] = True
         return options
 
+    def _judging(self) -> Generator[Callable[[], Any], Any, str | None]:
+        """What `judge` asks, sans I/O: yields each question as a call, receives its answer
+        (a sync driver calls it, an asyncio one awaits it), returns the verdict."""
+        pool = self.pool
+        address = _address((yield pool.get_master_address))
+        sentinel = pool.sentinel_manager.sentinels[0]  # the one that just answered
+        listed = yield partial(sentinel.sentinel_slaves, pool.service_name)
+        master = yield partial(self._info, *address)
+        replicas = []
+        for replica in filter(is_up, listed):
+            replicas.append((yield partial(self._info, str(replica["ip"]), int(replica["port"]))))
+        return successor_identity(master, replicas)
+
+    def _info(self, host: str, port: int) -> Any:
+        """``INFO replication`` of one server, on a client of its own (a coroutine on asyncio)."""
+        options = self._direct_options()
+        if isinstance(self.pool, AsyncSentinelConnectionPool):
+
+            async def ask() -> Any:
+                client = AsyncRedis(host=host, port=port, **options)
+                try:
+                    return await client.info("replication")
+                finally:
+                    await client.aclose()
+
+            return ask()
+        with redis.Redis(host=host, port=port, **options) as client:
+            return client.info("replication")
+
     def judge(self) -> None:
         """Ask the Sentinels and the servers whether the master may issue without ``WAIT`` now
         (see the module); any error answers no."""
+        plan = self._judging()
         try:
-            address = self.pool.get_master_address()
-            sentinel = self.pool.sentinel_manager.sentinels[0]  # the one that just answered
-            listed = sentinel.sentinel_slaves(self.pool.service_name)
-            servers = {"master": _address(address)}
-            servers.update(
-                {f"{i}": (str(r["ip"]), int(r["port"])) for i, r in enumerate(listed) if is_up(r)}
-            )
-            infos = {}
-            for name, (host, port) in servers.items():
-                with redis.Redis(host=host, port=port, **self._direct_options()) as client:
-                    infos[name] = client.info("replication")
+            step = next(plan)
+            while True:
+                step = plan.send(step())
+        except StopIteration as done:
+            self._judged(done.value)
         except (redis.RedisError, OSError, KeyError, ValueError):
             self._judged(None)
-            return
-        master = infos.pop("master")
-        self._judged(successor_identity(master, list(infos.values())))
 
     async def judge_async(self) -> None:
         """`judge` on a ``redis.asyncio`` Sentinel client."""
-        from redis.asyncio import Redis as AsyncRedis
-
+        plan = self._judging()
         try:
-            address = await self.pool.get_master_address()
-            sentinel = self.pool.sentinel_manager.sentinels[0]
-            listed = await sentinel.sentinel_slaves(self.pool.service_name)
-            servers = {"master": _address(address)}
-            servers.update(
-                {f"{i}": (str(r["ip"]), int(r["port"])) for i, r in enumerate(listed) if is_up(r)}
-            )
-            infos = {}
-            for name, (host, port) in servers.items():
-                client = AsyncRedis(host=host, port=port, **self._direct_options())
-                try:
-                    infos[name] = await client.info("replication")
-                finally:
-                    await client.aclose()
+            step = next(plan)
+            while True:
+                step = plan.send(await step())
+        except StopIteration as done:
+            self._judged(done.value)
         except (redis.RedisError, OSError, KeyError, ValueError):
             self._judged(None)
-            return
-        master = infos.pop("master")
-        self._judged(successor_identity(master, list(infos.values())))
 
     def _due(self) -> bool:
         """Whether the Sentinels may be asked now (no lock: two threads asking at once is

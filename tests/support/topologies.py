@@ -216,7 +216,12 @@ class SentinelTopology:
         that window; :meth:`wait_demoted` waits it out.
         """
         old = self.master()
-        self.sentinels[0].client().sentinel_failover(SERVICE)
+        # Sentinel refuses (NOGOODSLAVE) until its last INFO of the replica is recent enough, which
+        # its 10 s period for replicas does not always make it: ask again until it accepts.
+        wait_until(
+            lambda: self.sentinels[0].client().sentinel_failover(SERVICE),
+            "Sentinel to accept the failover",
+        )
         return self._wait_new_master(old)
 
     def is_master(self, server: RedisServer) -> bool:
