@@ -12,6 +12,7 @@ The figures are printed (``-s``).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import time
 import uuid
 from collections.abc import Callable
@@ -141,31 +142,78 @@ def test_evictions_under_allkeys_lru(redis_servers: StartServers) -> None:
         server.stop()
 
 
-def sentinel_load(topology: SentinelTopology, **options: Any) -> Load:
+def sentinel_load(topology: SentinelTopology, *, seconds: float = 30.0, **options: Any) -> Load:
     return Load(
         {"sentinel": topology.addresses, "service": topology.service},
         prefix(),
+        seconds=seconds,
         options={"retry_after": 0.1, **options},
     )
 
 
+def _kill_library_clients(server: RedisServer) -> int:
+    """``CLIENT KILL`` every normal connection of ``server`` but the Sentinels' own: the library's
+    connections drop as on a network blip. Returns how many were killed."""
+    client = server.client()
+    killed = 0
+    for each in client.client_list(_type="normal"):
+        if each.get("name", "").startswith("sentinel-") or each.get("cmd") == "client|list":
+            continue
+        with contextlib.suppress(redis.ResponseError):  # it went away meanwhile
+            killed += int(client.client_kill_filter(_id=each["id"]))
+    return killed
+
+
 @pytest.mark.slow
-def test_sentinel_failover_while_the_old_master_takes_writes(
+def test_a_sentinel_switch_over_window_with_default_options(
     own_sentinels: SentinelTopology,
 ) -> None:
-    """``SENTINEL FAILOVER``: the old master accepts writes until it is turned into a replica of
-    the new one, which never saw them; every value of those writes comes back on the new master
-    unless the processes remember them."""
+    """A realistic ``SENTINEL FAILOVER``: the replica is promoted at once, the old master stays
+    writable until Sentinel demotes it (~10 s later). With ``from_sentinel`` defaults (no
+    ``replicas=``, no ``floor=``), sync and asyncio processes draw throughout; the library
+    connections to the old master are killed right after the promotion (they come back on the
+    Sentinels' answer); two processes (sync and asyncio) start inside the window. Every
+    strategy: 0 duplicates across all processes."""
     own_sentinels.wait_replicas_in_sync()
-    # How many writes the old master takes before it follows the new one depends on timing.
-    check(run_with_fault(sentinel_load(own_sentinels), own_sentinels.failover), lost=False)
+    load = sentinel_load(own_sentinels, seconds=90)
+    in_asyncio = dataclasses.replace(load, front="asyncio")
+    window: dict[str, Any] = {}
+
+    def switch_over() -> RedisServer:
+        old = own_sentinels.master()
+        own_sentinels.failover()
+        window["killed"] = _kill_library_clients(old)
+        window["open after the promotion"] = own_sentinels.is_master(old)
+        return old
+
+    def rest_of_window(old: RedisServer) -> None:
+        window["open when the late processes started"] = own_sentinels.is_master(old)
+        own_sentinels.wait_demoted(old)
+
+    results = run_with_fault(
+        load,
+        switch_over,
+        processes=2,
+        also=[in_asyncio],
+        late=[load, in_asyncio],
+        during=rest_of_window,
+    )
+    print(f"\nswitch-over window: {window}")
+    check(results, lost=False)
+    assert window["open after the promotion"], "the old master was demoted at once"
+    assert window["open when the late processes started"], "the late processes missed the window"
+    unacknowledged = sum(drawn.errors["ReplicasNotAcknowledged"] for drawn in results.values())
+    assert unacknowledged > 0, "no process wrote to the old master after the promotion"
+    for label, drawn in results.items():
+        assert drawn.duplicates() == 0, f"{label}: {drawn.duplicates()} duplicates"
 
 
 @pytest.mark.slow
 def test_sentinel_master_killed(own_sentinels: SentinelTopology) -> None:
     own_sentinels.wait_replicas_in_sync()
     # A replica on loopback usually has every write when its master dies: nothing may be lost.
-    check(run_with_fault(sentinel_load(own_sentinels), own_sentinels.kill_master), lost=False)
+    results = run_with_fault(sentinel_load(own_sentinels), own_sentinels.kill_master, after=3.0)
+    check(results, lost=False)
 
 
 @pytest.mark.slow
@@ -219,8 +267,8 @@ def test_a_failover_to_a_lagging_replica_is_caught_by_a_process_that_saw_none_of
     name = prefix()
 
     def generator() -> Any:
-        ids = RedisIds.from_sentinel(
-            own_sentinels.addresses, own_sentinels.service, prefix=name, retry_after=0.1
+        ids = RedisIds.from_sentinel(  # replicas=0: the lost writes are handed out, then healed
+            own_sentinels.addresses, own_sentinels.service, prefix=name, retry_after=0.1, replicas=0
         )
         return getattr(ids, factory)("ns")
 

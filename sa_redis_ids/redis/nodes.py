@@ -31,6 +31,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 import redis
+from redis.asyncio.sentinel import SentinelConnectionPool as AsyncSentinelConnectionPool
 from redis.commands.core import Script
 from redis.exceptions import (
     AskError,
@@ -67,9 +68,12 @@ from sa_redis_ids.redis.replication import (
     check_wait_fits,
     run_acknowledged,
     run_acknowledged_async,
+    run_with_role,
+    run_with_role_async,
     wait_milliseconds,
 )
 from sa_redis_ids.redis.scripts import script_source
+from sa_redis_ids.redis.switchover import MasterWatch
 
 T = TypeVar("T")
 
@@ -114,6 +118,14 @@ def is_failover_reply(error: redis.ResponseError) -> bool:
     )
 
 
+def master_may_have_moved(error: BaseException) -> bool:
+    """Whether a failed call may mean the master was replaced: no acknowledgement from its
+    replicas, a lost connection, or a reply of a node that is not (or not yet) a master."""
+    if isinstance(error, (ReplicasNotAcknowledged, *NODE_DOWN_ERRORS)):
+        return True
+    return isinstance(error, redis.ResponseError) and is_failover_reply(error)
+
+
 def describe_client(client: Any) -> str:
     """A short human name for a client: ``host:port/db``, a socket path, ``cluster@host:port`` or
     ``sentinel:service@host:port,…`` (the sentinels asked for the master of ``service``)."""
@@ -124,7 +136,7 @@ def describe_client(client: Any) -> str:
         first = nodes[0] if nodes else None
         return f"cluster@{first.host}:{first.port}" if first else "cluster"
     pool = client.connection_pool
-    if isinstance(pool, SentinelConnectionPool):
+    if isinstance(pool, (SentinelConnectionPool, AsyncSentinelConnectionPool)):
         sentinels = ",".join(
             "{host}:{port}".format_map(sentinel.connection_pool.connection_kwargs)
             for sentinel in pool.sentinel_manager.sentinels
@@ -234,6 +246,9 @@ class Node:
         self._async_lane = (
             AsyncLane(client) if not self.replicas and AsyncLane.supports(client) else None
         )
+        self._watch = MasterWatch.of(client)
+        """For a Sentinel client: after a failed call, ask the Sentinels whether the master moved
+        and close the connections to the old one ([`sa_redis_ids.redis.switchover`][sa_redis_ids.redis.switchover])."""
 
     @property
     def name(self) -> str:
@@ -264,8 +279,21 @@ class Node:
         what it waits for after the write) is decided in one place. With ``replicas=0`` it is
         redis-py's ``Script`` call; otherwise the script and ``WAIT`` share one round trip, and an ok
         reply that fewer than ``replicas`` replicas acknowledged raises
-        [`ReplicasNotAcknowledged`][sa_redis_ids.ReplicasNotAcknowledged] (its values are never handed out).
+        [`ReplicasNotAcknowledged`][sa_redis_ids.ReplicasNotAcknowledged] (its values are never
+        handed out). On a Sentinel client a failure that may mean a switch-over asks the Sentinels
+        where the master is now.
         """
+        watch = self._watch
+        if watch is None:
+            return self._run(name, keys, args)
+        try:
+            return self._run(name, keys, args)
+        except BaseException as exc:
+            if master_may_have_moved(exc):
+                watch.recheck()
+            raise
+
+    def _run(self, name: str, keys: Sequence[Any], args: Sequence[Any]) -> Any:
         if not self._checked:
             self.first_use(_hash_tag(keys[0]) if keys else None)
         script = self.script(name)
@@ -274,6 +302,18 @@ class Node:
             return lane.call(script, keys, args)
         if not self.replicas:
             return script(keys=keys, args=args)
+        watch = self._watch
+        if watch is not None:
+            if (
+                watch.successor is not None
+                and watch.without_wait() is None
+                and watch.successor_due()
+            ):
+                watch.judge()  # its time ran out: still a master without a replica?
+            identity = watch.without_wait()
+            if identity is not None:
+                reply, info = run_with_role(self.client, script, keys, args)
+                return self._as_successor(watch, identity, reply, info, keys)
         reply, acknowledged = run_acknowledged(
             self.client,
             script,
@@ -282,10 +322,23 @@ class Node:
             replicas=self.replicas,
             timeout_ms=self._wait_ms,
         )
+        if watch is not None and acknowledged < self.replicas and watch.successor_due():
+            watch.judge()  # a master without a replica to wait for? (this reply is dropped)
         return self._acknowledged(reply, acknowledged, keys)
 
     async def run_async(self, name: str, keys: Sequence[Any], args: Sequence[Any]) -> Any:
         """`run` on a ``redis.asyncio`` client."""
+        watch = self._watch
+        if watch is None:
+            return await self._run_async(name, keys, args)
+        try:
+            return await self._run_async(name, keys, args)
+        except BaseException as exc:
+            if master_may_have_moved(exc):
+                await watch.recheck_async()
+            raise
+
+    async def _run_async(self, name: str, keys: Sequence[Any], args: Sequence[Any]) -> Any:
         if not self._checked:
             await self.first_use_async(_hash_tag(keys[0]) if keys else None)
         script = self.script(name)
@@ -296,6 +349,18 @@ class Node:
             await self._load_async(script)
         if not self.replicas:
             return await script(keys=keys, args=args)
+        watch = self._watch
+        if watch is not None:
+            if (
+                watch.successor is not None
+                and watch.without_wait() is None
+                and watch.successor_due()
+            ):
+                await watch.judge_async()
+            identity = watch.without_wait()
+            if identity is not None:
+                reply, info = await run_with_role_async(self.client, script, keys, args)
+                return self._as_successor(watch, identity, reply, info, keys)
         reply, acknowledged = await run_acknowledged_async(
             self.client,
             script,
@@ -304,7 +369,29 @@ class Node:
             replicas=self.replicas,
             timeout_ms=self._wait_ms,
         )
+        if watch is not None and acknowledged < self.replicas and watch.successor_due():
+            await watch.judge_async()
         return self._acknowledged(reply, acknowledged, keys)
+
+    def _as_successor(
+        self, watch: MasterWatch, identity: str, reply: Any, info: dict[str, Any], keys: Any
+    ) -> Any:
+        """``reply`` of a call without ``WAIT``, if the server that ran it is the master found
+        without a replica (``identity``, its replication ID); a server that has a replica now
+        sends the next calls back to ``WAIT``. From another server (a connection still open to
+        the old master) the values are dropped."""
+        if info.get("role") != "master" or info.get("master_replid") != identity:
+            raise ReplicasNotAcknowledged(
+                "the write ran on a server other than the master the Sentinels name; its values "
+                "are dropped",
+                namespace=_hash_tag(keys[0]) if keys else None,
+                node=self.name,
+                required=self.replicas,
+                acknowledged=0,
+            )
+        if int(info.get("connected_slaves", 0)):
+            watch.stop_without_wait()  # a replica connected: WAIT for it again
+        return reply
 
     def _first_use_lock(self) -> asyncio.Lock:
         """The lock of the running event loop that first calls and script loads wait on."""
