@@ -105,6 +105,22 @@ def is_failover_reply(error: redis.ResponseError) -> bool:
     )
 
 
+#: Error replies of a node that is up but cannot serve a script now, before running any of it:
+#: ``BUSY`` (another client's script runs past ``busy-reply-threshold``), ``MISCONF`` (writes
+#: stopped after a failed RDB save: a script fails at its first write, so nothing was written),
+#: ``LOADING`` (still loading its data set). Another node can answer the call.
+BUSY_REPLIES = ("BUSY", "MISCONF", "LOADING")
+
+
+def is_unavailable_reply(error: redis.ResponseError) -> bool:
+    """Whether an error reply means the node cannot answer now (a failover, or one of
+    :data:`BUSY_REPLIES`), so the call goes to another node and this one is marked down."""
+    if is_failover_reply(error):
+        return True
+    text = str(error)
+    return any(text.startswith(f"{code} ") or f"-{code} " in text for code in BUSY_REPLIES)
+
+
 def describe_client(client: Any) -> str:
     """A short human name for a client: ``host:port/db``, a socket path, ``cluster@host:port`` or
     ``sentinel:service@host:port,…`` (the sentinels asked for the master of ``service``)."""
@@ -548,7 +564,7 @@ class NodeSet:
         except NODE_DOWN_ERRORS as exc:
             raise self._unavailable(node, namespace, exc) from exc
         except redis.ResponseError as exc:
-            if is_failover_reply(exc):
+            if is_unavailable_reply(exc):
                 raise self._unavailable(node, namespace, exc) from exc
             if "overflow" in str(exc):
                 raise SequenceExhausted(
