@@ -11,6 +11,7 @@ from sa_redis_ids.buffering import Buffering, BufferStats
 from sa_redis_ids.errors import (
     ClockMovedBackwards,
     ConfigError,
+    ConnectionPoolFull,
     DayMissing,
     DayPurged,
     LockNotAcquired,
@@ -44,6 +45,7 @@ __all__ = [
     "Buffering",
     "ClockMovedBackwards",
     "ConfigError",
+    "ConnectionPoolFull",
     "DailyCodeGenerator",
     "DailyCodeParts",
     "DatePrefixedGenerator",

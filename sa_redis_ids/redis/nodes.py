@@ -36,6 +36,7 @@ from redis.exceptions import (
     AskError,
     ClusterDownError,
     ClusterError,
+    MaxConnectionsError,
     OutOfMemoryError,
     ReadOnlyError,
     SlotNotCoveredError,
@@ -45,6 +46,7 @@ from redis.sentinel import SentinelConnectionPool
 
 from sa_redis_ids.errors import (
     ConfigError,
+    ConnectionPoolFull,
     RedisUnavailable,
     ReplicasNotAcknowledged,
     SaRedisIdsError,
@@ -530,6 +532,12 @@ class NodeSet:
                 f"{down} node(s) could not answer",
                 namespace=namespace,
             ) from exhausted[-1]
+        if all(isinstance(e, MaxConnectionsError) for e in failed):
+            raise ConnectionPoolFull(
+                "every connection of the clients' pools was in use (their max_connections)",
+                namespace=namespace,
+                errors=errors,
+            ) from last
         unacknowledged = [e for e in failed if isinstance(e, ReplicasNotAcknowledged)]
         if len(unacknowledged) == len(failed):
             raise ReplicasNotAcknowledged(
@@ -561,6 +569,12 @@ class NodeSet:
             raise
         except SaRedisIdsError:
             raise
+        except MaxConnectionsError as exc:  # before NODE_DOWN_ERRORS: a local limit, node is fine
+            raise ConnectionPoolFull(
+                f"every connection of the client's pool is in use: {exc}",
+                namespace=namespace,
+                node=node.name,
+            ) from exc
         except NODE_DOWN_ERRORS as exc:
             raise self._unavailable(node, namespace, exc) from exc
         except redis.ResponseError as exc:
