@@ -60,12 +60,11 @@ def test_strategies_with_commented_scripts_run_on_clients_of_any_encoding(
     client = _client_with_encoding(backend, encoding)
     ids = RedisIds(client, prefix=backend.prefix)
     try:
-        dated = ids.date_prefixed("enc_dated", length=12).next_ids(3)
+        invoices = ids.date_prefixed("enc_dated", length=12)
+        dated = invoices.next_ids(3)
         codes = ids.daily_code("enc_codes", code_prefix="IS", digits=4).next_ids(2)
         short = ids.short_id("enc_short", pool_size=1000).next_ids(5)
-        purged = ids.date_prefixed("enc_dated", length=12).purge_before(
-            ids.date_prefixed("enc_dated", length=12).parse(dated[0]).day
-        )
+        purged = invoices.purge_before(invoices.parse(dated[0]).day)  # dated_purge.lua
     finally:
         client.close()
     assert len(set(dated)) == 3
