@@ -11,6 +11,7 @@ restart with a data set that takes a while to load).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import shutil
 import threading
@@ -22,6 +23,7 @@ import pytest
 import redis
 
 from sa_redis_ids import RedisIds, RedisUnavailable
+from sa_redis_ids.asyncio import AsyncRedisIds
 from sa_redis_ids.redis.connect import fail_fast_options
 from tests.support.servers import RedisServer
 from tests.support.topologies import wait_until
@@ -184,3 +186,23 @@ def test_a_node_still_loading_its_data_hands_the_call_on(redis_servers: StartSer
     assert len(set(values)) == 20
     restart.join(timeout=60)
     ids.close()
+
+
+def test_the_asyncio_front_end_hands_a_busy_nodes_calls_on_too(
+    redis_servers: StartServers,
+) -> None:
+    first, second = _servers(redis_servers, 2, BUSY_ARGS)
+
+    async def draw(count: int) -> list[int]:
+        ids = AsyncRedisIds.from_urls([first.url, second.url])
+        users = ids.sequence("users")
+        try:
+            return [await users.next_id() for _ in range(count)]
+        finally:
+            await ids.aclose()
+
+    asyncio.run(draw(2))  # both nodes in use before the fault
+    with busy(first):
+        values = asyncio.run(draw(20))
+    assert len(set(values)) == 20
+    assert {value % 2 for value in values} == {0}, "every value came from the second node"
