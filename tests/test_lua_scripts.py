@@ -44,7 +44,7 @@ def _client_with_encoding(backend: Backend, encoding: str) -> Any:
     if backend.name == "fake":
         server = backend.client.connection_pool.connection_kwargs["server"]
         return fakeredis.FakeRedis(server=server, encoding=encoding)
-    if backend.name == "redis":
+    if backend.name != "cluster":  # one server: redis, valkey
         kwargs = backend.client.connection_pool.connection_kwargs
         return redis.Redis(
             host=kwargs["host"], port=kwargs["port"], encoding=encoding, socket_timeout=5

@@ -30,7 +30,7 @@ def _alias(backend: Backend) -> Any:
     if backend.name == "fake":
         server = backend.client.connection_pool.connection_kwargs["server"]
         return fakeredis.FakeRedis(server=server)
-    if backend.name == "redis":
+    if backend.name != "cluster":  # one server: redis, valkey
         kwargs = backend.client.connection_pool.connection_kwargs
         host = "localhost" if kwargs["host"] == "127.0.0.1" else kwargs["host"]
         return redis.Redis(host=host, port=kwargs["port"], db=1, socket_timeout=5)

@@ -132,6 +132,19 @@ def is_unavailable_reply(error: redis.ResponseError) -> bool:
     return any(text.startswith(f"{code} ") or f"-{code} " in text for code in BUSY_REPLIES)
 
 
+POOL_WAIT_TIMED_OUT = "No connection available."
+"""What redis-py's ``BlockingConnectionPool`` raises (a plain ``ConnectionError``) when no
+connection came free within its timeout."""
+
+
+def is_pool_limit(error: BaseException) -> bool:
+    """Whether ``error`` is the client's own pool refusing a connection (every one in use), which
+    says nothing about the node: ``MaxConnectionsError``, or a blocking pool's wait that ran out."""
+    return isinstance(error, MaxConnectionsError) or (
+        type(error) is redis.ConnectionError and str(error) == POOL_WAIT_TIMED_OUT
+    )
+
+
 def describe_client(client: Any) -> str:
     """A short human name for a client: ``host:port/db``, a socket path, ``cluster@host:port`` or
     ``sentinel:service@host:port,…`` (the sentinels asked for the master of ``service``)."""
@@ -542,7 +555,7 @@ class NodeSet:
                 f"{down} node(s) could not answer",
                 namespace=namespace,
             ) from exhausted[-1]
-        if all(isinstance(e, MaxConnectionsError) for e in failed):
+        if all(is_pool_limit(e) for e in failed):
             raise ConnectionPoolFull(
                 "every connection of the clients' pools was in use (their max_connections)",
                 namespace=namespace,
@@ -579,13 +592,13 @@ class NodeSet:
             raise
         except SaRedisIdsError:
             raise
-        except MaxConnectionsError as exc:  # before NODE_DOWN_ERRORS: a local limit, node is fine
-            raise ConnectionPoolFull(
-                f"every connection of the client's pool is in use: {exc}",
-                namespace=namespace,
-                node=node.name,
-            ) from exc
         except NODE_DOWN_ERRORS as exc:
+            if is_pool_limit(exc):  # a local limit: the node is fine
+                raise ConnectionPoolFull(
+                    f"every connection of the client's pool is in use: {exc}",
+                    namespace=namespace,
+                    node=node.name,
+                ) from exc
             raise self._unavailable(node, namespace, exc) from exc
         except redis.ResponseError as exc:
             if is_unavailable_reply(exc):
