@@ -174,9 +174,11 @@ def heal_args(
     ``guard``: the counter the node must already have reached; ``heal``: what a missing or lower
     counter is set to, ``guard + headroom`` but at most ``limit`` (0 when there is no guard and
     no floor was read, so a missing counter starts fresh); ``ask``: report instead of healing
-    (the floor is unread).
+    (the floor is unread). A guard above ``limit`` (a floor past the strategy's last value) heals
+    to ``limit``: the counter is used up, the script answers "exhausted", and no value past the
+    limit (which Redis may not even hold as an integer) is ever stored.
     """
-    heal = min(guard + headroom, max(limit, guard)) if guard > 0 or floor_read else 0
+    heal = min(guard + headroom, limit) if guard > 0 or floor_read else 0
     return [str(guard), str(heal), "1" if ask else "0"]
 
 

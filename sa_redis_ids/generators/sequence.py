@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from sa_redis_ids.bounds import limit_for
+from sa_redis_ids.bounds import BIGINT_MAX, limit_for
 from sa_redis_ids.buffering import (
     RANGE_MAX_BLOCK,
     BufferedGenerator,
@@ -69,8 +69,10 @@ class SequenceGenerator(BufferedGenerator[int]):
     ):
         super().__init__(nodes, prefix, namespace, floor=floor, headroom=headroom)
         js_safe = check_bool("js_safe", js_safe)
-        limit = limit_for(js_safe)
-        self.start = check_int_option("start", start, low=0, high=limit)
+        self.start = check_int_option("start", start, low=0, high=limit_for(js_safe))
+        # One node's counter ``c`` issues ``start + c - 1``, and a Redis counter holds at most
+        # BIGINT_MAX: with start=0 the last value is one below BIGINT_MAX.
+        limit = min(limit_for(js_safe), self.start + BIGINT_MAX - 1)
         self.js_safe = js_safe
         self._limit = limit
         self.counter_key = self.keys.key(self.strategy)

@@ -6,7 +6,7 @@
 -- KEYS[2]  node claim key of the namespace
 -- KEYS[3]  storage "hash": the namespace's hash, one field per day label;
 --          storage "key":  the set of day labels that have a counter key (for purging)
--- KEYS[4…] storage "key" only: one counter key per day of the window, in window order
+-- KEYS[4...] storage "key" only: one counter key per day of the window, in window order
 -- ARGV[1]  n, how many values to take (>= 1)
 -- ARGV[2]  this node's claim, "index/count|config"
 -- ARGV[3]  highest counter value allowed on this node (decimal string)
@@ -21,7 +21,7 @@
 --          vanished too; "0": a vanished day is refused with status 7)
 -- ARGV[10] the node identity (replication ID) this process saw last ("": none yet); another one
 --          means a failover or a restart: the day's counter is raised to at least the heal value
--- ARGV[11…] the day window: m, m+1 boundaries (UTC ms), m labels (see pick_day in day_window.lua)
+-- ARGV[11...] the day window: m, m+1 boundaries (UTC ms), m labels (see pick_day in day_window.lua)
 -- Returns  ok_reply(label, counter after taking n (decimal string), Redis now ms, day end ms, healed,
 --          identity}: healed is "" when the counter was sound, else the counter it was healed
 --          from ("-": it was missing)

@@ -8,7 +8,7 @@
 -- ARGV[1]  this node's claim, "index/count|config"
 -- ARGV[2]  bits, the size of this node's share (bits at or past it are never used)
 -- ARGV[3]  n, how many positions to take
--- ARGV[4]  6·n random bytes: each 6 bytes, read as a big-endian number modulo bits, are the
+-- ARGV[4]  6*n random bytes: each 6 bytes, read as a big-endian number modulo bits, are the
 --          position tried first; if it is taken, the search starts at its byte
 -- ARGV[5]  guard: the total must already be at least this ("0": none); the highest total this
 --          process received from the node
@@ -19,7 +19,7 @@
 --          read when ARGV[7] is "", so a process that saw one may send "")
 -- ARGV[9]  the node identity (replication ID) this process saw last ("": none yet); another one
 --          means a failover or a restart: the bitmap must be healed
--- Returns  ok_reply("p1,p2,…", total, generation, identity): the positions taken, in order, as one
+-- Returns  ok_reply("p1,p2,...", total, generation, identity): the positions taken, in order, as one
 --                                   comma-separated string, the running total after them, the
 --                                   generation and the node identity
 --          {1, positions taken}     the share has fewer free positions than asked: nothing taken

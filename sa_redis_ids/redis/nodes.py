@@ -37,6 +37,7 @@ from redis.exceptions import (
     AskError,
     ClusterDownError,
     ClusterError,
+    MaxConnectionsError,
     OutOfMemoryError,
     ReadOnlyError,
     SlotNotCoveredError,
@@ -46,6 +47,7 @@ from redis.sentinel import SentinelConnectionPool
 
 from sa_redis_ids.errors import (
     ConfigError,
+    ConnectionPoolFull,
     RedisUnavailable,
     ReplicasNotAcknowledged,
     SaRedisIdsError,
@@ -124,6 +126,35 @@ def master_may_have_moved(error: BaseException) -> bool:
     if isinstance(error, (ReplicasNotAcknowledged, *NODE_DOWN_ERRORS)):
         return True
     return isinstance(error, redis.ResponseError) and is_failover_reply(error)
+
+
+#: Error replies of a node that is up but cannot serve a script now, before running any of it:
+#: ``BUSY`` (another client's script runs past ``busy-reply-threshold``), ``MISCONF`` (writes
+#: stopped after a failed RDB save: a script fails at its first write, so nothing was written),
+#: ``LOADING`` (still loading its data set). Another node can answer the call.
+BUSY_REPLIES = ("BUSY", "MISCONF", "LOADING")
+
+
+def is_unavailable_reply(error: redis.ResponseError) -> bool:
+    """Whether an error reply means the node cannot answer now (a failover, or one of
+    ``BUSY_REPLIES``), so the call goes to another node and this one is marked down."""
+    if is_failover_reply(error):
+        return True
+    text = str(error)
+    return any(text.startswith(f"{code} ") or f"-{code} " in text for code in BUSY_REPLIES)
+
+
+POOL_WAIT_TIMED_OUT = "No connection available."
+"""What redis-py's ``BlockingConnectionPool`` raises (a plain ``ConnectionError``) when no
+connection came free within its timeout."""
+
+
+def is_pool_limit(error: BaseException) -> bool:
+    """Whether ``error`` is the client's own pool refusing a connection (every one in use), which
+    says nothing about the node: ``MaxConnectionsError``, or a blocking pool's wait that ran out."""
+    return isinstance(error, MaxConnectionsError) or (
+        type(error) is redis.ConnectionError and str(error) == POOL_WAIT_TIMED_OUT
+    )
 
 
 def describe_client(client: Any) -> str:
@@ -611,6 +642,12 @@ class NodeSet:
                 f"{down} node(s) could not answer",
                 namespace=namespace,
             ) from exhausted[-1]
+        if all(is_pool_limit(e) for e in failed):
+            raise ConnectionPoolFull(
+                "every connection of the clients' pools was in use (their max_connections)",
+                namespace=namespace,
+                errors=errors,
+            ) from last
         unacknowledged = [e for e in failed if isinstance(e, ReplicasNotAcknowledged)]
         if len(unacknowledged) == len(failed):
             raise ReplicasNotAcknowledged(
@@ -643,9 +680,15 @@ class NodeSet:
         except SaRedisIdsError:
             raise
         except NODE_DOWN_ERRORS as exc:
+            if is_pool_limit(exc):  # a local limit: the node is fine
+                raise ConnectionPoolFull(
+                    f"every connection of the client's pool is in use: {exc}",
+                    namespace=namespace,
+                    node=node.name,
+                ) from exc
             raise self._unavailable(node, namespace, exc) from exc
         except redis.ResponseError as exc:
-            if is_failover_reply(exc):
+            if is_unavailable_reply(exc):
                 raise self._unavailable(node, namespace, exc) from exc
             if DB_OUT_OF_RANGE in str(exc):
                 raise ConfigError(

@@ -83,12 +83,28 @@ def _script_file(name: str) -> str:
             resource = resources.files(package).joinpath(f"{path}.lua")
         else:
             resource = resources.files("sa_redis_ids").joinpath(f"lua/{path}.lua")
-        return resource.read_text(encoding="utf-8")
+        text = resource.read_text(encoding="utf-8")
     except (ModuleNotFoundError, FileNotFoundError, NotADirectoryError, TypeError) as exc:
         raise ConfigError(
             f"no Lua script {name!r}: expected a library script name or 'package:path' naming "
             "path.lua inside an importable package"
         ) from exc
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"Lua script {name!r} is not ASCII text: {exc}") from exc
+    _require_ascii(name, text)
+    return text
+
+
+def _require_ascii(name: str, text: str) -> None:
+    """Refuse a script with a non-ASCII character, comments included: redis-py encodes the script
+    with the client's ``encoding``, so a ``latin-1`` or ``ascii`` client could not send it."""
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.isascii():
+            bad = next(char for char in line if not char.isascii())
+            raise ConfigError(
+                f"Lua script {name!r} line {number} holds the non-ASCII character {bad!r}: "
+                "scripts must be ASCII so that clients with any encoding can send them"
+            )
 
 
 @cache
