@@ -79,6 +79,9 @@ class IdGenerator(ABC, Generic[V]):
     ):
         self.keys = KeySpace(prefix, namespace)
         self.namespace = self.keys.namespace
+        self.identity_key = self.keys.key("identity")
+        """Where a node caches its identity for this namespace's issuing scripts, a second at a
+        time, never replicated (see ``node_identity_since`` in ``common.lua``)."""
         self._nodes = nodes
         self.redis_clock = nodes.clock
         """The Redis clock this generator's scripts see (moved only by tests)."""

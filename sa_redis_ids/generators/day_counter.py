@@ -108,7 +108,12 @@ class _Window(Generic[P]):
 
     def __init__(self, generator: DatedGenerator[Any], window: DayWindow):
         self.window = window
-        keys = [generator.purge_key, generator.claim_key, generator._store_key()]
+        keys = [
+            generator.purge_key,
+            generator.claim_key,
+            generator.identity_key,
+            generator._store_key(),
+        ]
         if generator.storage == "key":
             keys += [generator._day_key(label) for label in window.labels]
         self.keys: list[bytes] = [key.encode() for key in keys]

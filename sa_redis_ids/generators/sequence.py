@@ -114,7 +114,12 @@ class SequenceGenerator(BufferedGenerator[int]):
         found = self._per_node.get(node.index)
         if found is None:
             limit = node.counter_through(self.start, self._limit)
-            found = (self.claim_for(node), limit, str(limit), [self.counter_key, self.claim_key])
+            found = (
+                self.claim_for(node),
+                limit,
+                str(limit),
+                [self.counter_key, self.claim_key, self.identity_key],
+            )
             self._per_node[node.index] = found
         return found
 

@@ -286,7 +286,7 @@ class _NodeCall:
         *,
         claim: str,
         slots: int,
-        keys: tuple[str, str],
+        keys: tuple[str, str, str],
         head: tuple[bytes, ...],
         headroom: bytes,
         state: bytes,
@@ -390,7 +390,7 @@ class SnowflakeGenerator(IdGenerator[int]):
         return _NodeCall(
             claim=claim,
             slots=slots,
-            keys=(self.state_key, self.claim_key),
+            keys=(self.state_key, self.claim_key, self.identity_key),
             head=tuple(str(arg).encode() for arg in fixed),
             headroom=str(self.headroom).encode(),
             state=b"none" if self._floor is None else b"ask",

@@ -5,6 +5,7 @@
 --            c     last slot issued in that millisecond (this node's slot index, 0-based)
 --            seen  latest Redis time observed; a clock behind it went backwards
 -- KEYS[2]  node claim key of the namespace
+-- KEYS[3]  identity marker of the namespace (see node_identity_since in common.lua)
 -- ARGV[1]  n, how many slots to take (>= 1)
 -- ARGV[2]  this node's claim, "index/count|config"
 -- ARGV[3]  epoch of the layout (ms since 1970)
@@ -18,8 +19,9 @@
 --          reported, not healed) or "given" (the guard includes the floor)
 -- ARGV[10] headroom: a missing or guarded state resumes this many ms after the later of the
 --          guard and the clock
--- ARGV[11] the node identity (replication ID) this process saw last ("": none yet); another one
---          means a failover or a restart: the state is raised as if it were below the guard
+-- ARGV[11] the node identity (replication ID) this process saw last ("": none yet); a node that
+--          moved since (a promoted replica, not a restart from its own data) has its state
+--          raised as if it were below the guard
 -- Returns  ok_reply(first ms, first slot, last ms, last slot, healed, identity): the slots run on from
 --          the first to the last, a full millisecond at a time (slot counts restart at 0 each
 --          millisecond); healed is "" when the state was sound, else the millisecond it was
@@ -48,8 +50,7 @@ local state = redis.call('HMGET', KEYS[1], 'ms', 'c', 'seen')
 local last_ms, last_c, seen = tonumber(state[1]), tonumber(state[2]), tonumber(state[3])
 local guard_ms, guard_c = tonumber(ARGV[7]), tonumber(ARGV[8])
 local healed = ''
-local identity = node_identity()
-local moved = ARGV[11] ~= '' and identity ~= ARGV[11]
+local identity, moved = node_identity_since(KEYS[3], ARGV[11])
 local low = last_ms and guard_ms >= 0
   and (last_ms < guard_ms or (last_ms == guard_ms and last_c < guard_c))
 if not last_ms or low or moved then
