@@ -6,6 +6,7 @@ never receives one of them again, whatever the node forgets (a restart without p
 ``FLUSHALL``, an eviction, a rewind to an older state); so with all processes running before the
 fault, the count of duplicates is zero for every counter strategy (after a rewind in place,
 which only processes with a mark above it can notice, the count across processes is measured).
+Every load runs with the CPU saturated by other processes (:mod:`tests.support.cpu_load`).
 The figures are printed (``-s``).
 """
 
@@ -23,6 +24,7 @@ from sqlalchemy import create_engine, func, select
 from sqlalchemy import distinct as distinct_
 
 from sa_redis_ids import RedisIds, RedisUnavailable
+from tests.support.cpu_load import cpu_load
 from tests.support.faults import CONFIGS, Drawn, Load, report, run_with_fault
 from tests.support.orm_load import OrmLoad, insert_with_fault, model
 from tests.support.servers import RedisServer
@@ -225,23 +227,24 @@ def test_a_failover_to_a_lagging_replica_is_caught_by_a_process_that_saw_none_of
         return getattr(ids, factory)("ns")
 
     idle, busy = generator(), generator()
-    before = [idle.next_id(), *busy.next_ids(20)]
-    own_sentinels.wait_replicas_in_sync()
-    (replica,) = own_sentinels.replicas()
-    old = own_sentinels.master()
-    replica.pause()  # SIGSTOP: the replica receives nothing more
-    lost = busy.next_ids(30)  # only the master has these
-    old.kill()  # the master dies with them; then the replica wakes up and is promoted
-    replica.resume()
-    own_sentinels.wait_master_other_than(old)
-    after = []
-    deadline = time.monotonic() + 10
-    while len(after) < 30 and time.monotonic() < deadline:
-        try:
-            after.append(idle.next_id())
-        except RedisUnavailable:
-            time.sleep(0.05)
-    assert len(after) == 30
-    assert not set(after) & set(before + lost)
-    assert min(after) > max(lost)
-    assert idle.rewinds >= 1
+    with cpu_load():  # the replica, the master and this process compete for the cores
+        before = [idle.next_id(), *busy.next_ids(20)]
+        own_sentinels.wait_replicas_in_sync()
+        (replica,) = own_sentinels.replicas()
+        old = own_sentinels.master()
+        replica.pause()  # SIGSTOP: the replica receives nothing more
+        lost = busy.next_ids(30)  # only the master has these
+        old.kill()  # the master dies with them; then the replica wakes up and is promoted
+        replica.resume()
+        own_sentinels.wait_master_other_than(old)
+        after = []
+        deadline = time.monotonic() + 10
+        while len(after) < 30 and time.monotonic() < deadline:
+            try:
+                after.append(idle.next_id())
+            except RedisUnavailable:
+                time.sleep(0.05)
+        assert len(after) == 30
+        assert not set(after) & set(before + lost)
+        assert min(after) > max(lost)
+        assert idle.rewinds >= 1

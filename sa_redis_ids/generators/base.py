@@ -18,6 +18,7 @@ from sa_redis_ids.generators.highwater import (
     check_headroom,
     checked_floor,
     default_headroom,
+    drift_cap,
 )
 from sa_redis_ids.keys import KeySpace
 from sa_redis_ids.observe import observed
@@ -94,12 +95,16 @@ class IdGenerator(ABC, Generic[V]):
         """``headroom=`` as given (None: the default, see :attr:`headroom`)."""
         self.headroom = 0
         """Counter steps a heal leaves above the guard (see :mod:`~sa_redis_ids.generators.highwater`)."""
+        self.drift_most = 0
+        """The most counter steps a heal adds for the age of a mark (*Drift* in
+        :mod:`~sa_redis_ids.generators.highwater`; counter strategies only)."""
         self.high: HighWater[Any] = HighWater(len(nodes), self.namespace)
 
     def _set_headroom(self, capacity: int, max_block: int | None = None) -> None:
         """Fix :attr:`headroom` once the per-node ``capacity`` and the largest block are known."""
         chosen = self.headroom_option
         self.headroom = default_headroom(capacity, max_block) if chosen is None else chosen
+        self.drift_most = drift_cap(self.headroom, capacity)
 
     def _highest_used(self, *day: Any, what: str) -> Plan[int]:
         """Call the floor (with ``day`` for date-keyed generators) and check its answer: the

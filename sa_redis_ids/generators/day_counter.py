@@ -290,7 +290,11 @@ class DatedGenerator(IdGenerator[V]):
         for _ in range(ATTEMPTS):
             window: _Window[Any] = self._window()
             guard_text, heal_text, _ = heal_args(
-                guard, self.headroom, limit, ask=False, floor_read=floor == FLOOR_GIVEN
+                guard,
+                self.headroom + high.drift(index, self.drift_most, guard_label),
+                limit,
+                ask=False,
+                floor_read=floor == FLOOR_GIVEN,
             )
             reply = yield Run(
                 node,
@@ -328,6 +332,7 @@ class DatedGenerator(IdGenerator[V]):
                 if healed:
                     high.healed(node.name, reply_text(healed), str(counter - n))
                 high.answered(index, identity, (day.label, counter))
+                high.pace(index, counter, day.label)
                 if position == window.last:  # the day changed: move the window on with it
                     self.clock.recenter(int(now_ms))
                 step = node.count

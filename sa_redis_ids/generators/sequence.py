@@ -140,7 +140,12 @@ class SequenceGenerator(BufferedGenerator[int]):
                     n,
                     claim,
                     limit_text,
-                    *heal_args(guard, self.headroom, limit, ask=ask),
+                    *heal_args(
+                        guard,
+                        self.headroom + high.drift(node.index, self.drift_most),
+                        limit,
+                        ask=ask,
+                    ),
                     high.identities[node.index],
                 ],
             )
@@ -157,6 +162,7 @@ class SequenceGenerator(BufferedGenerator[int]):
             if healed:
                 high.healed(node.name, reply_text(healed), str(after - n))
             high.answered(node.index, identity, after)
+            high.pace(node.index, after)
             return node.values(self.start, after, n)
         raise ScriptError(  # pragma: no cover - the second call carries the floor
             "the sequence script asked for the floor twice",

@@ -11,6 +11,9 @@ strategy.
 Workers draw until the parent tells them to stop, ``after`` seconds after the fault returned (a
 failover helper returns once the new master serves), and count what they drew after it, so a test
 knows the generators worked again past the fault.
+
+While the workers draw, the CPU is saturated by other processes (:func:`~tests.support.cpu_load.cpu_load`,
+one per core): a guarantee that only holds on an idle machine fails the test.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sa_redis_ids import RedisIds, SaRedisIdsError
+from tests.support.cpu_load import cpu_load
 
 CONFIGS: tuple[tuple[str, str, dict[str, Any]], ...] = (
     ("seq", "sequence", {}),
@@ -143,8 +147,8 @@ def run_beside_fault(
 ) -> list[Any]:
     """Start ``processes`` spawned ``worker(load, ready, done, stop, out)``; once all wait at the
     ``ready`` barrier, call ``fault()`` ``at`` seconds later, set ``done`` when it returned and
-    ``stop`` ``after`` seconds later. Each worker puts ``("ok", payload)`` or ``("failed", why)``
-    on ``out``; returns the payloads."""
+    ``stop`` ``after`` seconds later, with the CPU saturated from the barrier to the stop. Each
+    worker puts ``("ok", payload)`` or ``("failed", why)`` on ``out``; returns the payloads."""
     ctx = multiprocessing.get_context("spawn")
     ready = ctx.Barrier(processes + 1)
     done, stop = ctx.Event(), ctx.Event()
@@ -156,13 +160,14 @@ def run_beside_fault(
         process.start()
     try:
         ready.wait(timeout=60)
-        time.sleep(at)
-        try:
-            fault()
-        finally:
-            done.set()
-            time.sleep(after)
-            stop.set()
+        with cpu_load():
+            time.sleep(at)
+            try:
+                fault()
+            finally:
+                done.set()
+                time.sleep(after)
+                stop.set()
         payloads = []
         for _ in workers:
             try:
