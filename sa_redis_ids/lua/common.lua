@@ -60,8 +60,11 @@ local NO_REPLID = string.rep('0', 40)
 -- holds what it received before). A restart is trusted to have kept what its persistence kept.
 -- `marker` (a key of the namespace's hash tag) caches the identity, so INFO is read about once a
 -- second per namespace and node, and whenever a process saw another identity than the marker's.
-local function node_identity_since(marker, seen)
-  local known = redis.call('GET', marker)
+-- `known`: the marker's value if the caller read it already (false: missing; nil: not read).
+local function node_identity_since(marker, seen, known)
+  if known == nil then
+    known = redis.call('GET', marker)
+  end
   if known and (known == seen or seen == '') then
     return known, false
   end

@@ -20,13 +20,16 @@
 --          {1, counter now (string)}  exhausted: nothing taken
 --          {2, recorded claim}        node claim mismatch: nothing taken
 --          {6, counter or ""}         the floor must be read first: nothing taken
-local recorded = claim_node(KEYS[2], ARGV[2])
-if recorded then
+-- The claim, the identity marker and the counter in one read (the claim is checked here).
+local read = redis.call('MGET', KEYS[2], KEYS[3], KEYS[1])
+local recorded, current = read[1], read[3]
+if not recorded then
+  redis.call('SET', KEYS[2], ARGV[2])
+elseif recorded ~= ARGV[2] then
   return {2, recorded}
 end
 local guard, heal, ask = ARGV[4], ARGV[5], ARGV[6] == '1'
-local identity, moved = node_identity_since(KEYS[3], ARGV[7])
-local current = redis.call('GET', KEYS[1])
+local identity, moved = node_identity_since(KEYS[3], ARGV[7], read[2])
 local healed = ''
 if (not current and (ask or guard ~= '0')) or (current and dec_gt(guard, current)) or moved then
   if ask then
@@ -37,8 +40,12 @@ if (not current and (ask or guard ~= '0')) or (current and dec_gt(guard, current
     healed = current or '-'
   end
 end
-redis.call('INCRBY', KEYS[1], ARGV[1])
-local after = redis.call('GET', KEYS[1])
+local after = redis.call('INCRBY', KEYS[1], ARGV[1])
+if after < 9007199254740992 then
+  after = string.format('%.0f', after)
+else  -- past 2^53 a Lua number is not exact: read the counter as text
+  after = redis.call('GET', KEYS[1])
+end
 if dec_gt(after, ARGV[3]) then
   redis.call('DECRBY', KEYS[1], ARGV[1])
   return {1, redis.call('GET', KEYS[1])}
