@@ -6,7 +6,7 @@ never receives one of them again, whatever the node forgets (a restart without p
 ``FLUSHALL``, an eviction, a rewind to an older state); so with all processes running before the
 fault, the count of duplicates is zero for every counter strategy (after a rewind in place,
 which only processes with a mark above it can notice, the count across processes is measured).
-Every load runs with the CPU saturated by other processes (:mod:`tests.support.cpu_load`).
+Every load runs with the CPU saturated by other processes (`tests.support.cpu_load`).
 The figures are printed (``-s``).
 """
 

@@ -6,14 +6,14 @@ below values already handed out, and without a defence the next calls hand them 
 
 Defences, in layers, shared by every strategy:
 
-* **High-water marks.** A :class:`HighWater` remembers, per node, the highest state this process
+* **High-water marks.** A `HighWater` remembers, per node, the highest state this process
   received from it (a counter, a day and its counter, a snowflake millisecond and slot, a pool's
   running total). Every issuing script is told that mark as its *guard*: a state that is missing or
   below it is first raised to the guard plus *headroom*, then values are issued. The heal is logged
   as a WARNING on the ``sa_redis_ids.rewinds`` logger and counted (``generator.rewinds``, exported
-  as ``sa_redis_ids_rewinds_total`` by :mod:`sa_redis_ids.metrics`).
+  as ``sa_redis_ids_rewinds_total`` by `sa_redis_ids.metrics`).
 * **Floors.** With ``floor=`` (the database's view, e.g.
-  :func:`~sa_redis_ids.orm.floor.floor_from_column`), the floor is read once per process and node
+  [`floor_from_column`][sa_redis_ids.floor_from_column]), the floor is read once per process and node
   at first use, and again whenever a script finds the state missing or below the guard; the guard
   then is the higher of the mark and the floor.
 * **Identity.** Every script reads the node's replication ID (``INFO replication``), which
@@ -31,7 +31,7 @@ Defences, in layers, shared by every strategy:
   one never saw) they draw from above *that* heal. A heal from an aged mark alone would land on
   values they already have. So each counter generator also records the node's *pace*: how fast
   the node's counter rose between two of this process's calls (every process's draws included).
-  A heal adds :data:`DRIFT_FACTOR` times that pace times the mark's age, at most ten times the
+  A heal adds `DRIFT_FACTOR` times that pace times the mark's age, at most ten times the
   headroom (and a tenth of what a node can issue): what the others can have drawn since.
 """
 
@@ -95,7 +95,7 @@ def default_headroom(capacity: int, max_block: int | None) -> int:
 
 
 def drift_cap(headroom: int, capacity: int) -> int:
-    """The most a heal adds for a mark's age: :data:`DRIFT_HEADROOMS` headrooms, at most a
+    """The most a heal adds for a mark's age: `DRIFT_HEADROOMS` headrooms, at most a
     tenth of ``capacity`` (how many counter steps a node can take)."""
     return min(DRIFT_HEADROOMS * headroom, capacity // 10)
 
@@ -221,7 +221,7 @@ def heal_args(
 
 
 def checked_floor(value: object, *, call: str, what: str, namespace: str) -> int:
-    """A floor's answer if it is a non-negative int, else :class:`ConfigError` saying what fits."""
+    """A floor's answer if it is a non-negative int, else [`ConfigError`][sa_redis_ids.ConfigError] saying what fits."""
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise ConfigError(
             f"{call} returned {value!r}; it must return {what} as a non-negative int (0 when none)",

@@ -1,6 +1,6 @@
 """Saturate the CPU while a fault test runs, so a guarantee that only holds on an idle machine fails.
 
-:func:`cpu_load` starts busy processes (one per core by default) for the duration of a ``with``
+`cpu_load` starts busy processes (one per core by default) for the duration of a ``with``
 block and stops them by their process ids when it ends; nothing else is touched. A process that
 spins competes with the load's workers and with the ``redis-server`` processes for every core, so
 calls are delayed, threads are descheduled between a fetch and its use, and heals race the way they

@@ -12,7 +12,7 @@ Workers draw until the parent tells them to stop, ``after`` seconds after the fa
 failover helper returns once the new master serves), and count what they drew after it, so a test
 knows the generators worked again past the fault.
 
-While the workers draw, the CPU is saturated by other processes (:func:`~tests.support.cpu_load.cpu_load`,
+While the workers draw, the CPU is saturated by other processes (`tests.support.cpu_load.cpu_load`,
 one per core): a guarantee that only holds on an idle machine fails the test.
 """
 
