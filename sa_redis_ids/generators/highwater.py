@@ -16,11 +16,16 @@ Defences, in layers, shared by every strategy:
   [`floor_from_column`][sa_redis_ids.floor_from_column]), the floor is read once per process and node
   at first use, and again whenever a script finds the state missing or below the guard; the guard
   then is the higher of the mark and the floor.
-* **Identity.** Every script reads the node's replication ID (``INFO replication``), which
-  changes when a replica is promoted and when a server restarts without its data. A process that
-  finds another ID than it saw last treats the state as possibly rewound: it reads the floor (if
-  any) and raises the state to its guard plus headroom even when the state is not below it, so a
-  failover to a lagging replica is caught also by processes whose marks lie below the lost writes.
+* **Identity.** Every script checks the node's replication ID, which changes when a replica is
+  promoted. A process that finds another ID than it saw last, on a server promoted from a replica,
+  treats the state as possibly rewound: it reads the floor (if any) and raises the state to its
+  guard plus headroom even when the state is not below it, so a failover to a lagging replica is
+  caught also by processes whose marks lie below the lost writes. A server that restarted from its
+  own data (AOF or RDB) has a new ID too; ``INFO replication`` tells it apart (no previous ID, or
+  the old one with a backlog that starts where it ended) and nothing is healed. The ID is kept in a
+  key of the namespace for a second, written neither to replicas nor to the AOF, so the scripts
+  read ``INFO`` only when that key is missing or differs (``node_identity_since`` in
+  ``common.lua``).
 * **Headroom.** A heal sets the state above the guard by ``headroom`` counter steps, because other
   processes may hold values above this process's mark (taken after its last call, or buffered in
   blocks they have not handed out yet). Its default covers 32 processes each holding two blocks of
@@ -32,7 +37,8 @@ Defences, in layers, shared by every strategy:
   values they already have. So each counter generator also records the node's *pace*: how fast
   the node's counter rose between two of this process's calls (every process's draws included).
   A heal adds `DRIFT_FACTOR` times that pace times the mark's age, at most ten times the
-  headroom (and a tenth of what a node can issue): what the others can have drawn since.
+  headroom (and a tenth of what a node can issue): what the others can have drawn since. A mark
+  younger than `PACE_SECONDS` counts as current: the headroom covers so short a time.
 """
 
 from __future__ import annotations
@@ -172,11 +178,15 @@ class HighWater(Generic[M]):
 
     def drift(self, index: int, most: int, period: str = "") -> int:
         """Counter steps node ``index``'s counter (of ``period``) may have risen since this
-        process's mark, by its pace: at most ``most`` (0 when nothing is known)."""
+        process's mark, by its pace: at most ``most``; 0 when nothing is known or the mark is
+        younger than `PACE_SECONDS` (the headroom covers what others draw in so short a time)."""
         found = self._paces[index]
         if found is None or found.period != period or found.rate <= 0 or most <= 0:
             return 0
-        return min(most, math.ceil(DRIFT_FACTOR * found.rate * (time.monotonic() - found.last)))
+        age = time.monotonic() - found.last
+        if age < PACE_SECONDS:
+            return 0
+        return min(most, math.ceil(DRIFT_FACTOR * found.rate * age))
 
     def consulted(self, index: int) -> bool:
         """Whether the floor was read for node ``index`` in this process."""
