@@ -1,5 +1,6 @@
 -- common.lua: helpers prepended to every script (the library's and a user's own strategies')
--- by sa_redis_ids/redis/scripts.py.
+-- by sa_redis_ids/redis/scripts.py: each top-level definition a script uses, with the comment
+-- lines just above it (a script runs its whole text at every call).
 -- Not a script on its own. Return-code convention of every script: a table whose first element
 -- is 0 (ok, payload follows) or a small error code mapped to an exception in one Python place
 -- (sa_redis_ids/redis/scripts.py, STATUS_*); an issuing script answers its success as one string

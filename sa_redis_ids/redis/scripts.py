@@ -1,6 +1,7 @@
 """Lua scripts: loading, registration, and the one place where script codes become exceptions.
 
-Scripts are ``.lua`` files shipped in ``sa_redis_ids/lua``; ``common.lua`` is prepended to each. They
+Scripts are ``.lua`` files shipped in ``sa_redis_ids/lua``; the helpers of ``common.lua`` each one
+calls are prepended to it (a script runs its whole text at every call). They
 are registered with redis-py's ``register_script`` once per client (``Script`` does EVALSHA and
 reloads on NOSCRIPT). A script answers a table ``{status, payload...}``; an issuing script answers
 its success as one space-separated string of the payload instead (``ok_reply`` in ``common.lua``),
