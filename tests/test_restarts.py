@@ -19,6 +19,7 @@ import pytest
 
 from sa_redis_ids import RedisIds, RedisUnavailable
 from tests.support.servers import HOST, RedisServer
+from tests.support.topologies import ReplicatedPair
 
 PERSISTENCE = {
     "aof": ["--appendonly", "yes", "--appendfsync", "always"],
@@ -108,3 +109,17 @@ def test_a_restart_that_kept_its_data_heals_nothing_logs_nothing_skips_nothing(
     assert after["snowflake"] > last["snowflake"]
     assert snowflake.parse(after["snowflake"]).ms <= redis_ms  # not stamped headroom ahead
     assert after["short_id"] != last["short_id"]
+
+
+def test_the_cached_identity_never_reaches_a_replica_so_a_promoted_one_reads_its_own() -> None:
+    pair = ReplicatedPair(replicas=1).start()
+    try:
+        prefix = f"r{uuid.uuid4().hex[:10]}"
+        RedisIds.from_url(pair.master.url, prefix=prefix).sequence("orders").next_ids(3)
+        master, replica = pair.master.client(), pair.replicas[0].client()
+        assert master.wait(1, 5000) == 1
+        assert master.exists(f"{prefix}:{{orders}}:identity")
+        assert replica.exists(f"{prefix}:{{orders}}:seq")  # the counter is replicated …
+        assert not replica.exists(f"{prefix}:{{orders}}:identity")  # … the identity is not
+    finally:
+        pair.stop()

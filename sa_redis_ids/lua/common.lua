@@ -75,11 +75,11 @@ local function node_identity_since(marker, seen, known)
   end
   local id = string.match(info, 'master_replid:(%w+)') or ''
   if id ~= '' then
-    if redis.set_repl then
-      redis.set_repl(redis.REPL_NONE)
-    end
+    -- Not replicated, not in the AOF (where a server cannot keep a write to itself, as a Redis
+    -- before 7 replicating scripts verbatim, the marker still expires within the second).
+    local quiet = redis.set_repl and pcall(redis.set_repl, redis.REPL_NONE)
     redis.call('SET', marker, id, 'PX', IDENTITY_TTL_MS)
-    if redis.set_repl then
+    if quiet then
       redis.set_repl(redis.REPL_ALL)
     end
   end
