@@ -19,6 +19,7 @@ import pytest
 
 from sa_redis_ids import RedisIds, RedisUnavailable
 from tests.support.servers import HOST, RedisServer
+from tests.support.services import valkey_server_binary
 from tests.support.topologies import ReplicatedPair
 
 PERSISTENCE = {
@@ -62,6 +63,11 @@ def first_after_restart(call: Callable[[], Any]) -> Any:
             time.sleep(0.05)
 
 
+def binary_of(kind: str) -> str:
+    return "redis-server" if kind == "redis" else valkey_server_binary()
+
+
+@pytest.mark.parametrize("kind", ["redis", "valkey"])
 @pytest.mark.parametrize("replica", [False, True], ids=["alone", "with a replica"])
 @pytest.mark.parametrize("persistence", sorted(PERSISTENCE))
 def test_a_restart_that_kept_its_data_heals_nothing_logs_nothing_skips_nothing(
@@ -69,10 +75,12 @@ def test_a_restart_that_kept_its_data_heals_nothing_logs_nothing_skips_nothing(
     caplog: pytest.LogCaptureFixture,
     persistence: str,
     replica: bool,
+    kind: str,
 ) -> None:
-    master = started(RedisServer(args=PERSISTENCE[persistence]))
+    binary = binary_of(kind)
+    master = started(RedisServer(binary=binary, args=PERSISTENCE[persistence]))
     if replica:  # a restart from RDB then keeps the old replication ID as its previous one
-        started(RedisServer(args=["--replicaof", HOST, str(master.port)]))
+        started(RedisServer(binary=binary, args=["--replicaof", HOST, str(master.port)]))
         deadline = time.monotonic() + 20
         while master.client().info("replication")["connected_slaves"] < 1:
             assert time.monotonic() < deadline, "the replica did not connect"
