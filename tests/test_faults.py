@@ -6,6 +6,7 @@ never receives one of them again, whatever the node forgets (a restart without p
 ``FLUSHALL``, an eviction, a rewind to an older state); so with all processes running before the
 fault, the count of duplicates is zero for every counter strategy (after a rewind in place,
 which only processes with a mark above it can notice, the count across processes is measured).
+Every load runs with the CPU saturated by other processes (`tests.support.cpu_load`).
 The figures are printed (``-s``).
 """
 
@@ -24,6 +25,7 @@ from sqlalchemy import create_engine, func, select
 from sqlalchemy import distinct as distinct_
 
 from sa_redis_ids import RedisIds, RedisUnavailable
+from tests.support.cpu_load import cpu_load
 from tests.support.faults import CONFIGS, Drawn, Load, report, run_with_fault
 from tests.support.orm_load import OrmLoad, insert_with_fault, model
 from tests.support.servers import RedisServer
@@ -89,26 +91,25 @@ def test_flushall_on_the_only_node(servers_of_each_kind: StartServers) -> None:
 
 
 @pytest.mark.slow
-def test_a_node_rewound_to_an_older_state(redis_servers: StartServers) -> None:
-    """What a failover to a replica that was behind, or a restore of an old snapshot, does."""
-    (server,) = redis_servers(1)
-    load = Load({"urls": [server.url]}, prefix())
+def test_a_node_rewound_to_an_older_state() -> None:
+    """An older snapshot loaded into the same server (``SAVE``, then ``DEBUG RELOAD NOSAVE`` of
+    that file 0.6 s later): the data goes back, the replication ID does not change."""
+    server = RedisServer(args=["--enable-debug-command", "yes"])
+    server.start()
+    try:
+        load = Load({"urls": [server.url]}, prefix())
 
-    def rewind() -> None:
-        client = server.client()
-        keys = list(client.scan_iter(match=f"{load.prefix}:*"))
-        snapshot = {key: client.dump(key) for key in keys}
-        time.sleep(0.6)  # the load goes on past the snapshot
-        for key in client.scan_iter(match=f"{load.prefix}:*"):
-            if key not in snapshot:
-                client.delete(key)
-        for key, dumped in snapshot.items():
-            if dumped is not None:
-                client.restore(key, 0, dumped, replace=True)
+        def rewind() -> None:
+            client = server.client()
+            client.save()
+            time.sleep(0.6)  # the load goes on past the snapshot
+            client.execute_command("DEBUG", "RELOAD", "NOSAVE")
 
-    # A process whose last block came before the snapshot and which fetches first after the
-    # restore has no mark above the rewound state; it can take values another process holds.
-    check(run_with_fault(load, rewind), across=False)
+        # A process whose last call came before the snapshot and which calls first after the
+        # reload has no mark above the rewound state; it can take values another process holds.
+        check(run_with_fault(load, rewind), across=False)
+    finally:
+        server.stop()
 
 
 @pytest.mark.slow
@@ -273,23 +274,24 @@ def test_a_failover_to_a_lagging_replica_is_caught_by_a_process_that_saw_none_of
         return getattr(ids, factory)("ns")
 
     idle, busy = generator(), generator()
-    before = [idle.next_id(), *busy.next_ids(20)]
-    own_sentinels.wait_replicas_in_sync()
-    (replica,) = own_sentinels.replicas()
-    old = own_sentinels.master()
-    replica.pause()  # SIGSTOP: the replica receives nothing more
-    lost = busy.next_ids(30)  # only the master has these
-    old.kill()  # the master dies with them; then the replica wakes up and is promoted
-    replica.resume()
-    own_sentinels.wait_master_other_than(old)
-    after = []
-    deadline = time.monotonic() + 10
-    while len(after) < 30 and time.monotonic() < deadline:
-        try:
-            after.append(idle.next_id())
-        except RedisUnavailable:
-            time.sleep(0.05)
-    assert len(after) == 30
-    assert not set(after) & set(before + lost)
-    assert min(after) > max(lost)
-    assert idle.rewinds >= 1
+    with cpu_load():  # the replica, the master and this process compete for the cores
+        before = [idle.next_id(), *busy.next_ids(20)]
+        own_sentinels.wait_replicas_in_sync()
+        (replica,) = own_sentinels.replicas()
+        old = own_sentinels.master()
+        replica.pause()  # SIGSTOP: the replica receives nothing more
+        lost = busy.next_ids(30)  # only the master has these
+        old.kill()  # the master dies with them; then the replica wakes up and is promoted
+        replica.resume()
+        own_sentinels.wait_master_other_than(old)
+        after = []
+        deadline = time.monotonic() + 10
+        while len(after) < 30 and time.monotonic() < deadline:
+            try:
+                after.append(idle.next_id())
+            except RedisUnavailable:
+                time.sleep(0.05)
+        assert len(after) == 30
+        assert not set(after) & set(before + lost)
+        assert min(after) > max(lost)
+        assert idle.rewinds >= 1

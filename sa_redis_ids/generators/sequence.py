@@ -116,7 +116,12 @@ class SequenceGenerator(BufferedGenerator[int]):
         found = self._per_node.get(node.index)
         if found is None:
             limit = node.counter_through(self.start, self._limit)
-            found = (self.claim_for(node), limit, str(limit), [self.counter_key, self.claim_key])
+            found = (
+                self.claim_for(node),
+                limit,
+                str(limit),
+                [self.counter_key, self.claim_key, self.identity_key],
+            )
             self._per_node[node.index] = found
         return found
 
@@ -137,7 +142,12 @@ class SequenceGenerator(BufferedGenerator[int]):
                     n,
                     claim,
                     limit_text,
-                    *heal_args(guard, self.headroom, limit, ask=ask),
+                    *heal_args(
+                        guard,
+                        self.headroom + high.drift(node.index, self.drift_most),
+                        limit,
+                        ask=ask,
+                    ),
                     high.identities[node.index],
                 ],
             )
@@ -154,6 +164,7 @@ class SequenceGenerator(BufferedGenerator[int]):
             if healed:
                 high.healed(node.name, reply_text(healed), str(after - n))
             high.answered(node.index, identity, after)
+            high.pace(node.index, after)
             return node.values(self.start, after, n)
         raise ScriptError(  # pragma: no cover - the second call carries the floor
             "the sequence script asked for the floor twice",

@@ -15,6 +15,9 @@ knows the generators worked again past the fault.
 A load's workers use the sync ``RedisIds`` or, with ``front="asyncio"``, ``AsyncRedisIds`` (one
 task per thread slot). *Late* workers (``late=``) are spawned with the others but make their
 ``RedisIds`` only once the fault returned: processes started inside a failure window.
+
+While the workers draw, the CPU is saturated by other processes (`tests.support.cpu_load.cpu_load`,
+one per core): a guarantee that only holds on an idle machine fails the test.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from typing import Any
 from sa_redis_ids import RedisIds, SaRedisIdsError
 from sa_redis_ids.asyncio import AsyncRedisIds
 from sa_redis_ids.ids import RedisIdsBase
+from tests.support.cpu_load import cpu_load
 
 CONFIGS: tuple[tuple[str, str, dict[str, Any]], ...] = (
     ("seq", "sequence", {}),
@@ -231,7 +235,8 @@ def run_beside_fault(
     ``also``: loads of more workers that run as those of ``load`` do. ``late``: loads of more
     workers, spawned with the others (so their imports are done) but
     connecting only when ``fault()`` returned; ``during(fault's result)`` runs once they drew
-    their first values (e.g. the rest of a failure window), before the ``after`` seconds."""
+    their first values (e.g. the rest of a failure window), before the ``after`` seconds.
+    The CPU is saturated from the barrier to the stop."""
     ctx = multiprocessing.get_context("spawn")
     ready, late_ready = ctx.Barrier(processes + len(also) + 1), ctx.Barrier(len(late) + 1)
     done, stop, go, ready_now = ctx.Event(), ctx.Event(), ctx.Event(), ctx.Event()
@@ -249,18 +254,19 @@ def run_beside_fault(
         process.start()
     try:
         ready.wait(timeout=60)
-        time.sleep(at)
-        try:
-            result = fault()
-            if late:
-                go.set()
-                late_ready.wait(timeout=60)
-            if during is not None:
-                during(result)
-        finally:
-            done.set()
-            time.sleep(after)
-            stop.set()
+        with cpu_load():
+            time.sleep(at)
+            try:
+                result = fault()
+                if late:
+                    go.set()
+                    late_ready.wait(timeout=60)
+                if during is not None:
+                    during(result)
+            finally:
+                done.set()
+                time.sleep(after)
+                stop.set()
         payloads = []
         for _ in workers:
             try:
