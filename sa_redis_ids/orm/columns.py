@@ -25,11 +25,13 @@ def redis_id_column(
     type_: TypeEngine[Any] | None = None,
     *,
     primary_key: bool = True,
+    column_floor: bool = True,
     **kwargs: Any,
 ) -> MappedColumn[Any]:
     """A ``mapped_column`` filled from ``generator``: the right type, ``default=redis_id(...)``,
     ``autoincrement=False``; a primary key unless ``primary_key=False`` (then ``unique=True``
-    unless given). Other keyword arguments go to ``mapped_column``.
+    unless given). The column is the generator's floor unless ``column_floor=False`` (see
+    :func:`~sa_redis_ids.redis_id`). Other keyword arguments go to ``mapped_column``.
 
     >>> class Order(Base):                                   # doctest: +SKIP
     ...     __tablename__ = "orders"
@@ -43,6 +45,6 @@ def redis_id_column(
         type_ if type_ is not None else column_type_for(generator),
         primary_key=primary_key,
         autoincrement=False,
-        default=redis_id(generator),
+        default=redis_id(generator, column_floor=column_floor),
         **kwargs,
     )
