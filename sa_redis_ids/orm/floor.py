@@ -147,7 +147,8 @@ def pool_values(connection: Connection, generator: ShortIdGenerator, column: Any
 def streamed_pool_rows(connection: Connection, generator: ShortIdGenerator, column: Any) -> Any:
     """The result of the query for :func:`pool_values`, fetched :data:`STREAM_ROWS` at a time."""
     statement = select(column).where(column.between(generator.offset, generator.max_value))
-    return connection.execution_options(yield_per=STREAM_ROWS).execute(statement)
+    # per statement: Connection.execution_options would change the (flush's) connection for good
+    return connection.execute(statement, execution_options={"yield_per": STREAM_ROWS})
 
 
 def _day_floor(
