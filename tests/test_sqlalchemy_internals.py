@@ -113,6 +113,7 @@ def check_sync_in_greenlet(tmp_path: Path) -> None:
     async def scenario() -> int:
         engine = create_async_engine(f"sqlite+aiosqlite:///{tmp_path / 'spawn.sqlite3'}")
         try:
+
             def read() -> int:
                 with engine.sync_engine.connect() as conn:
                     found: int = conn.execute(text("select 7")).scalar_one()
