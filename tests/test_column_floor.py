@@ -20,9 +20,12 @@ from sqlalchemy.ext.asyncio import AsyncSession, create_async_engine
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 
 from sa_redis_ids import ConfigError, redis_id, redis_id_column, register
+from sa_redis_ids.asyncio import AsyncRedisIds
 from sa_redis_ids.generators.base import IdGenerator
 from tests.conftest import Backend
 from tests.support.orm import STRATEGIES, STRATEGY_IDS, Strategy
+from tests.support.services import REDIS_URL
+from tests.test_orm_async_native import async_ids, async_url  # noqa: F401 - a fixture
 
 ROWS = 30
 
@@ -260,3 +263,50 @@ def test_a_process_that_finds_a_loss_merges_again_and_the_next_process_does_not(
 def test_column_floor_must_be_a_bool(backend: Backend) -> None:
     with pytest.raises(ConfigError, match="column_floor"):
         redis_id(backend.ids().sequence("cf"), column_floor="no")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("factory", ["sequence", "short_id"])
+def test_an_async_generator_reads_its_column_through_the_async_session(
+    factory: str,
+    async_url: str,  # noqa: F811 - the fixture imported above
+    tmp_path: Path,
+) -> None:
+    """An ``AsyncIdGenerator`` (``AsyncRedisIds``, real Redis) under ``AsyncSession`` on an
+    asyncio driver: the floor is read from the event loop, through the session's connection."""
+    options: dict[str, Any] = {"pool_size": 2_000, "offset": 100} if factory == "short_id" else {}
+
+    async def scenario() -> tuple[list[int], list[int]]:
+        engine = create_async_engine(async_url)
+        try:
+            async with async_ids() as ids:
+                first = row_model(getattr(ids, factory)("cf", **options), table="cf_async")
+                async with engine.begin() as connection:
+                    await connection.run_sync(first.metadata.drop_all)
+                    await connection.run_sync(first.metadata.create_all)
+                before = await insert_async(engine, first, 500)
+                client = ids.nodes.nodes[0].client
+                async for key in client.scan_iter(match=f"{ids.prefix}:*"):
+                    await client.delete(key)  # the loss
+                again = AsyncRedisIds.from_url(REDIS_URL, prefix=ids.prefix)
+                try:
+                    bound = row_model(getattr(again, factory)("cf", **options), table="cf_async")
+                    after = await insert_async(engine, bound, 500)
+                finally:
+                    await again.aclose()
+                async with engine.begin() as connection:
+                    await connection.run_sync(first.metadata.drop_all)
+            return before, after
+        finally:
+            await engine.dispose()
+
+    before, after = asyncio.run(scenario())
+    assert len(set(before)) == len(set(after)) == 500
+    assert not set(before) & set(after)
+
+
+async def insert_async(engine: Any, model: Any, count: int) -> list[int]:
+    async with AsyncSession(engine, expire_on_commit=False) as session:
+        rows = [model() for _ in range(count)]
+        session.add_all(rows)
+        await session.commit()
+        return [row.value for row in rows]

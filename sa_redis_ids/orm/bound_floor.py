@@ -37,6 +37,8 @@ from sa_redis_ids.orm.floor import STREAM_ROWS, highest_used, pool_values, strea
 from sa_redis_ids.orm.floor_scope import FloorScope, current_scope
 from sa_redis_ids.orm.sqlalchemy_internals import can_block_on, sync_in_greenlet
 
+_UNSET = object()
+
 Source = tuple[Any, Callable[[], AbstractContextManager[Connection]]]
 """A column and how to open the connection to read it on."""
 
@@ -61,39 +63,67 @@ class ColumnsFloor(ImpliedFloor):
         self.asynchronous = asynchronous
         """The generator runs on the asyncio front end: the floor is read from the event loop."""
         self.columns: list[_Column] = []
+        self._outside: tuple[tuple[Engine | None, ...], Callable[..., Any] | None, bool] | None = (
+            None
+        )
+        """The engines the columns were last read with, the floor reading through them, and
+        whether one of them is an asyncio engine (None: to be worked out again)."""
 
     def add(self, mapper: Any, column: Any) -> None:
         """Read ``column`` (of ``mapper``'s table) too."""
         if all(each.column is not column for each in self.columns):
             self.columns.append(_Column(mapper, column))
+            self._outside = None
 
     def now(self) -> Callable[..., Any] | None:
-        columns = self.columns
-        if not columns:
+        # Asked at every call of the generator: answers are kept per scope and per set of engines.
+        if not self.columns:
             return None
         scope = current_scope()
         if scope is not None:
-            engines = [scope.engine(each.mapper) for each in columns]
-            if self._usable(engines):
-                return lambda *day: self._read([self._in_scope(scope, c) for c in columns], *day)
-        engines = [each.engine for each in columns]
-        if not self._usable(engines):
+            found = scope.floors.get(id(self), _UNSET)
+            if found is _UNSET:
+                found = scope.floors[id(self)] = self._in(scope)
+            if found is not None:
+                return found  # type: ignore[no-any-return]
+        outside = self._outside
+        if outside is None:
+            engines = tuple(each.engine for each in self.columns)
+            outside = self._outside = (engines, self._through(engines), self._any_async(engines))
+        engines, found, needs_greenlet = outside
+        if found is None or self.asynchronous or not needs_greenlet:
+            return found
+        return found if all(can_block_on(e.dialect) for e in engines if e) else None
+
+    def _in(self, scope: FloorScope) -> Callable[..., Any] | None:
+        """The floor read through ``scope``'s connections, or None where they cannot run here."""
+        columns = self.columns
+        engines = [scope.engine(each.mapper) for each in columns]
+        if any(engine is None for engine in engines):
+            return None
+        if not self.asynchronous and not all(can_block_on(e.dialect) for e in engines if e):
+            return None
+        return lambda *day: self._read([self._in_scope(scope, c) for c in columns], *day)
+
+    def _through(self, engines: tuple[Engine | None, ...]) -> Callable[..., Any] | None:
+        """The floor read through new connections of ``engines`` (None: one is not known)."""
+        if any(engine is None for engine in engines):
             return None
         sources: list[Source] = [
-            (c.column, e.connect) for c, e in zip(columns, engines, strict=True) if e
+            (c.column, e.connect) for c, e in zip(self.columns, engines, strict=True) if e
         ]
         return lambda *day: self._read(sources, *day)
 
-    def _usable(self, engines: list[Engine | None]) -> bool:
-        """Whether every column's engine is known and can run where the floor would be read."""
-        if self.asynchronous:
-            return all(engine is not None for engine in engines)
-        return all(engine is not None and can_block_on(engine.dialect) for engine in engines)
-
     @staticmethod
-    def _in_scope(scope: FloorScope, bound: _Column) -> Source:
+    def _any_async(engines: tuple[Engine | None, ...]) -> bool:
+        return any(getattr(e.dialect, "is_async", False) for e in engines if e)
+
+    def _in_scope(self, scope: FloorScope, bound: _Column) -> Source:
         def connect() -> AbstractContextManager[Connection]:
-            bound.engine = scope.engine(bound.mapper) or bound.engine  # for reads outside one
+            engine = scope.engine(bound.mapper)
+            if engine is not None and engine is not bound.engine:
+                bound.engine = engine  # what reads outside a flush use from now on
+                self._outside = None
             return nullcontext(scope.connection(bound.mapper))
 
         return bound.column, connect

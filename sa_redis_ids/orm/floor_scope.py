@@ -33,6 +33,8 @@ class FloorScope:
         self._connect = connect
         self._bind = bind
         self._engines: dict[int, Engine | None] = {}
+        self.floors: dict[int, Any] = {}
+        """What each column floor answered in this scope (it is asked at every call)."""
         self.open = True
         """False once the flush or statement has ended."""
 
