@@ -1,6 +1,6 @@
 """What every ID generator shares: its namespace and nodes, batch validation, bounds, the claim.
 
-A generator is bound to one namespace of one :class:`~sa_redis_ids.RedisIds`. Subclasses implement
+A generator is bound to one namespace of one [`RedisIds`][sa_redis_ids.RedisIds]. Subclasses implement
 ``_take(n)``: fetch ``n`` values in one Redis round trip. Everything a generator needs to know about
 its limits (``max_value``, the Python type, a code's length) is fixed at construction, so the ORM
 layer can check it against a column before the first insert.
@@ -49,7 +49,7 @@ def check_count(n: object, *, most: int = MAX_BATCH) -> int:
 class GeneratorFloor(ABC):
     """A floor that must know the generator it serves (e.g. a column floor reading its range).
 
-    A generator given such a ``floor=`` calls :meth:`bind` once and uses the callable it returns.
+    A generator given such a ``floor=`` calls `bind` once and uses the callable it returns.
     """
 
     @abstractmethod
@@ -62,7 +62,7 @@ class ImpliedFloor(ABC):
 
     Whether it can be read depends on where the generator is called (inside a flush it reads
     through the flushing connection; elsewhere perhaps not at all), so the generator asks
-    :meth:`now` at each call instead of holding one callable.
+    ``now`` at each call instead of holding one callable.
     """
 
     @abstractmethod
@@ -104,9 +104,9 @@ class IdGenerator(ABC, Generic[V]):
         self.implied_floor: ImpliedFloor | None = None
         """The floor taken when ``floor=`` is not given (the ORM sets it to the bound columns)."""
         self.headroom_option = check_headroom(headroom)
-        """``headroom=`` as given (None: the default, see :attr:`headroom`)."""
+        """``headroom=`` as given (None: the default, see `headroom`)."""
         self.headroom = 0
-        """Counter steps a heal leaves above the guard (see :mod:`~sa_redis_ids.generators.highwater`)."""
+        """Counter steps a heal leaves above the guard (see `highwater`)."""
         self.high: HighWater[Any] = HighWater(len(nodes), self.namespace)
 
     @property
@@ -120,7 +120,7 @@ class IdGenerator(ABC, Generic[V]):
         return None if implied is None else implied.now()
 
     def _set_headroom(self, capacity: int, max_block: int | None = None) -> None:
-        """Fix :attr:`headroom` once the per-node ``capacity`` and the largest block are known."""
+        """Fix `headroom` once the per-node ``capacity`` and the largest block are known."""
         chosen = self.headroom_option
         self.headroom = default_headroom(capacity, max_block) if chosen is None else chosen
 
@@ -186,7 +186,7 @@ class IdGenerator(ABC, Generic[V]):
         return self._nodes.each(self.namespace, action)
 
     def check_claims(self) -> None:
-        """Raise :class:`ConfigError` if a node records another claim than ours; change nothing.
+        """Raise `ConfigError` if a node records another claim than ours; change nothing.
 
         Writes that do not issue values (``ensure_at_least``, ``reserve``) call it first, so a run
         with other options than the application's (or another node list) stops before it touches
@@ -217,7 +217,7 @@ class IdGenerator(ABC, Generic[V]):
     @abstractmethod
     def _take_plan(self, n: int) -> Plan[list[V]]:
         """The plan fetching ``n`` (>= 1) values in one round trip (see
-        :mod:`~sa_redis_ids.redis.plans`); what a strategy implements."""
+        `plans`); what a strategy implements."""
 
     def _take(self, n: int) -> list[V]:
         """Fetch ``n`` (>= 1) values in one round trip (sync)."""
@@ -225,7 +225,7 @@ class IdGenerator(ABC, Generic[V]):
 
     def _call_plan(self, action: Callable[[Node], Plan[T]]) -> Plan[T]:
         """Plan ``action`` on the next node that can answer (see ``NodeSet.call_plan``); reported
-        to the node set's observer when metrics are enabled (:mod:`sa_redis_ids.metrics`)."""
+        to the node set's observer when metrics are enabled (`sa_redis_ids.metrics`)."""
         nodes = self._nodes
         plan = nodes.call_plan(self.namespace, action)
         observer = nodes.observer

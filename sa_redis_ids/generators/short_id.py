@@ -2,7 +2,7 @@
 
 The pool is ``offset … offset + pool_size − 1`` (by default the 8-digit numbers 10000000–19999999);
 bit ``i`` of the pool is set once ``offset + i`` is issued. One Lua call per batch first tries a
-random bit per value (48 random bits each, from :mod:`secrets`), all tries of up to 1,000 values
+random bit per value (48 random bits each, from `secrets`), all tries of up to 1,000 values
 in one ``BITFIELD … SET u1`` whose answers say which bits were free. For a try that hit a taken
 bit it searches with ``BITPOS`` from that bit's byte, wraps around to the start when nothing after
 it is free, ignores answers past the pool (``BITPOS`` pads the string with zeros) and ``SETBIT``s
@@ -27,9 +27,9 @@ recorded on the node (``…:sid:floor``, the node identity and bitmap generation
 and a process's first call checks that marker (one round trip) instead of reading the table. When
 the state changed (a new generation after a loss, a failover, an evicted bitmap), the first
 process to see it claims the merge (``…:sid:floor:claim``, expiring after
-:data:`FLOOR_CLAIM_MS`) and merges; the others wait for the marker, polling every
-:data:`FLOOR_POLL_S`, and issue nothing meanwhile, since a value they issued before the merge
-could be one the table holds. A waiter that is still waiting after :data:`FLOOR_WAIT_S` (the
+``FLOOR_CLAIM_MS``) and merges; the others wait for the marker, polling every
+``FLOOR_POLL_S``, and issue nothing meanwhile, since a value they issued before the merge
+could be one the table holds. A waiter that is still waiting after ``FLOOR_WAIT_S`` (the
 merging process died or is slow) merges itself: merges only mark positions taken, so two are as
 safe as one.
 """
@@ -361,7 +361,7 @@ class ShortIdGenerator(IdGenerator[int]):
         merged by another (this process waits); see the module docstring.
 
         ``rewound``: this process found the node lost or rewound; it then also marks its own
-        positions taken again and starts a new generation (see :meth:`_heal`), carrying the
+        positions taken again and starts a new generation (see ``_heal``), carrying the
         marker over to it when the floor was already merged.
         """
         index = node.index
@@ -486,7 +486,7 @@ class ShortIdGenerator(IdGenerator[int]):
         """Near a full pool the node in turn may have too little left: take what each node has.
 
         Several round trips; all or nothing: if the nodes together cannot give ``n`` values, the
-        ones taken are released again and :class:`SequenceExhausted` is raised.
+        ones taken are released again and [`SequenceExhausted`][sa_redis_ids.SequenceExhausted] is raised.
         """
         taken: list[int] = []
         for node in self._nodes.nodes:
@@ -521,7 +521,7 @@ class ShortIdGenerator(IdGenerator[int]):
         return int(used)
 
     def _mark(self, values: Iterable[int], bit: int) -> int:
-        """:meth:`_mark_plan` on sync clients."""
+        """`_mark_plan` on sync clients."""
         return run_plan(self._mark_plan(values, bit))
 
     def _mark_plan(self, values: Iterable[int], bit: int) -> Plan[int]:
@@ -561,7 +561,7 @@ class ShortIdGenerator(IdGenerator[int]):
 
         Every value is checked before anything is sent, so an out-of-pool value reserves nothing,
         and so is every node's claim: a node that records another ``pool_size`` or ``offset`` (or
-        another node list) raises :class:`~sa_redis_ids.ConfigError` and nothing is reserved.
+        another node list) raises [`ConfigError`][sa_redis_ids.ConfigError] and nothing is reserved.
         """
         chosen = check_values("values", values)
         for value in chosen:

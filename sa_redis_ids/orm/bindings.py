@@ -1,15 +1,15 @@
 """Which generator fills which mapped attribute: ``register()``, the ``redis_id`` defaults found
 on mapped columns, and ``check_columns()``.
 
-A :class:`Binding` ties one column attribute of one mapped class to one generator. Bindings come
+A `Binding` ties one column attribute of one mapped class to one generator. Bindings come
 from two places and are treated alike afterwards: ``register(Model, generator, attr=None)``, and
 columns declared with ``default=redis_id(generator)`` (found when the mapper configures). A
 mapper's bindings include those of the classes it inherits from; they are kept in the ``info``
 dictionary of the class's SQLAlchemy ``ClassManager`` (so they go when the class is unmapped).
 
-Layers of :mod:`sa_redis_ids.orm`: the column default (:mod:`~sa_redis_ids.orm.default`) below
-this module, the flush reservation (:mod:`~sa_redis_ids.orm.reservations`) and the session and
-mapper events (:mod:`~sa_redis_ids.orm.events`) above it.
+Layers of `sa_redis_ids.orm`: the column default (`default`) below
+this module, the flush reservation (`reservations`) and the session and
+mapper events (`events`) above it.
 """
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ class Binding:
         self.source = source
         """``"register"`` or ``"default"`` (a ``redis_id`` column default)."""
         self.column_floor = column_floor
-        """Whether the column is part of the generator's floor (:mod:`~sa_redis_ids.orm.bound_floor`)."""
+        """Whether the column is part of the generator's floor (``bound_floor``)."""
         self._checked: set[str] = set()
         if column_floor:
             bind_column_floor(
@@ -146,7 +146,7 @@ def forget_resolved(mapper: Mapper[Any]) -> None:
 
 
 def all_bindings() -> list[Binding]:
-    """Every binding of every class still mapped (for :func:`~sa_redis_ids.orm.check_columns`)."""
+    """Every binding of every class still mapped (for `check_columns`)."""
     with _lock:
         found = list(_all)
     return [b for b in found if inspect(b.mapper.class_, raiseerr=False) is b.mapper]
@@ -210,7 +210,7 @@ def register(
     ORM flush reserves the IDs of all pending objects with one ``next_ids(n)`` per generator and a
     ``before_insert`` hook assigns them; bulk ``insert()``, ``bulk_insert_mappings`` and Core
     executemany take one reservation per statement through the column default this installs.
-    Register at import time, before the first insert. Raises :class:`ConfigError` for a class that is
+    Register at import time, before the first insert. Raises [`ConfigError`][sa_redis_ids.ConfigError] for a class that is
     not mapped, an attribute that is not a single table column, a column that already has a
     (``redis_id`` or other) Python default, a second registration, or a column that cannot hold the
     generator's values. ``generator`` may be an ``AsyncIdGenerator`` for models used with
@@ -219,7 +219,7 @@ def register(
     The column becomes the generator's floor (read at a process's first use of each node and
     after a detected loss, so a Redis that lost its data cannot repeat a value the table holds)
     unless ``column_floor=False`` or the generator was given ``floor=``; see
-    :mod:`~sa_redis_ids.orm.bound_floor`.
+    ``bound_floor``.
     """
     check_generator(generator, "register()")
     if not isinstance(column_floor, bool):

@@ -1,16 +1,16 @@
 """The ORM binding is the floor: a generator bound to columns reads them without ``floor=``.
 
 When ``redis_id()``, ``redis_id_column()`` or ``register()`` binds a generator to a column, the
-column becomes the generator's floor (:class:`ColumnsFloor`, the generator's ``implied_floor``);
+column becomes the generator's floor (``ColumnsFloor``, the generator's ``implied_floor``);
 a generator bound to several columns takes the highest of them (a ShortId: the values of all of
-them). What is read is what :func:`~sa_redis_ids.floor_from_column` reads, and when: at a
+them). What is read is what [`floor_from_column`][sa_redis_ids.floor_from_column] reads, and when: at a
 process's first use of each node and after a detected loss. ``floor=`` given to the factory
 replaces it; ``column_floor=False`` on the binding leaves that column out.
 
 Where it reads:
 
 * inside a flush (``Session`` or ``AsyncSession``), ``assign_ids`` or an ``insert()`` statement,
-  through that flush's or statement's own connection (:mod:`~sa_redis_ids.orm.floor_scope`);
+  through that flush's or statement's own connection (``floor_scope``);
 * elsewhere (a direct ``next_id()``, a buffer's prefetch thread, maintenance) through a new
   connection of the engine each column was last read with, where that can run here (an asyncio
   engine only from the asyncio front end or under ``AsyncSession``);

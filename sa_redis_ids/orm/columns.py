@@ -31,12 +31,14 @@ def redis_id_column(
     """A ``mapped_column`` filled from ``generator``: the right type, ``default=redis_id(...)``,
     ``autoincrement=False``; a primary key unless ``primary_key=False`` (then ``unique=True``
     unless given). The column is the generator's floor unless ``column_floor=False`` (see
-    :func:`~sa_redis_ids.redis_id`). Other keyword arguments go to ``mapped_column``.
+    [`redis_id`][sa_redis_ids.redis_id]). Other keyword arguments go to ``mapped_column``.
 
-    >>> class Order(Base):                                   # doctest: +SKIP
-    ...     __tablename__ = "orders"
-    ...     id: Mapped[int] = redis_id_column(ids.snowflake("orders"))
-    ...     code: Mapped[str] = redis_id_column(ids.daily_code("codes"), primary_key=False)
+    ```python
+    class Order(Base):
+        __tablename__ = "orders"
+        id: Mapped[int] = redis_id_column(ids.snowflake("orders"))
+        code: Mapped[str] = redis_id_column(ids.daily_code("codes"), primary_key=False)
+    ```
     """
     if not primary_key:
         kwargs.setdefault("unique", True)

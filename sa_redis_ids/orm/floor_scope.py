@@ -1,14 +1,14 @@
 """Where a floor bound to a column reads its table: the connection of the flush or statement
 that asks for IDs.
 
-The ORM hooks and the column default open a :class:`FloorScope` (a context variable) while they
-take IDs; a generator's column floor (:mod:`~sa_redis_ids.orm.bound_floor`) that must be read
+The ORM hooks and the column default open a ``FloorScope`` (a context variable) while they
+take IDs; a generator's column floor (``bound_floor``) that must be read
 during that call reads through the scope's connection, so no second engine or pool is needed,
 the read sees the transaction's own rows, and it works under ``AsyncSession`` (the scope is
 visible on the event loop, which shares the greenlet's context). A scope is closed when the call
 ends, so a task or thread that copied the context cannot use the connection later.
 
-A leaf of :mod:`sa_redis_ids.orm`: it knows no generator, mapper or session type.
+A leaf of ``sa_redis_ids.orm``: it knows no generator, mapper or session type.
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ class FloorScope:
         return self._connect(mapper)
 
     def engine(self, mapper: Any) -> Engine | None:
-        """The engine of :meth:`connection`, found without opening it; None when the session
+        """The engine of ``connection``, found without opening it; None when the session
         has no bind for ``mapper`` (its flush fails by itself)."""
         key = id(mapper)
         if key not in self._engines:
@@ -70,7 +70,7 @@ def reading_through(connect: Connect, bind: Bind) -> Iterator[FloorScope]:
 
 
 def session_scope(session: Any) -> Any:
-    """:func:`reading_through` a ``Session``'s own connections, one per bind of a mapper."""
+    """``reading_through`` a ``Session``'s own connections, one per bind of a mapper."""
     return reading_through(
         lambda mapper: session.connection(bind_arguments={"mapper": mapper}),
         lambda mapper: session.get_bind(mapper=mapper),
@@ -78,7 +78,7 @@ def session_scope(session: Any) -> Any:
 
 
 def connection_scope(connection: Connection) -> Any:
-    """:func:`reading_through` one connection (a Core statement's) for every table."""
+    """``reading_through`` one connection (a Core statement's) for every table."""
     return reading_through(lambda _: connection, lambda _: connection.engine)
 
 
