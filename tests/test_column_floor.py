@@ -9,6 +9,8 @@ PostgreSQL and MariaDB where the query differs; sync ``Session`` and ``AsyncSess
 from __future__ import annotations
 
 import asyncio
+import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -310,3 +312,70 @@ async def insert_async(engine: Any, model: Any, count: int) -> list[int]:
         session.add_all(rows)
         await session.commit()
         return [row.value for row in rows]
+
+
+def test_an_evicted_bitmap_is_merged_again_by_the_next_process(
+    backend: Backend, tmp_path: Path
+) -> None:
+    """The node's marker outlives the bitmap it describes (one key evicted): it no longer counts."""
+    engine = create_engine(f"sqlite:///{tmp_path / 'evicted.sqlite3'}")
+    reads = count_reads(engine, "cf_rows")
+    first = backend.ids().short_id("cf", pool_size=4_000, offset=100)
+    model = row_model(first)
+    model.metadata.create_all(engine)
+    insert_rows(engine, model, 100)
+    backend.client.delete(first.bitmap_key)
+    insert_rows(engine, row_model(backend.ids().short_id("cf", pool_size=4_000, offset=100)), 100)
+    assert reads() == 2
+    stored = values_in(engine, model)
+    assert len(stored) == len(set(stored)) == 200
+
+
+class BlockingFloor:
+    """A short-ID floor that holds its caller until released, and counts its reads."""
+
+    def __init__(self, values: list[int]):
+        self.values = values
+        self.reads = 0
+        self.entered = threading.Event()
+        self.release = threading.Event()
+
+    def __call__(self) -> list[int]:
+        self.reads += 1
+        self.entered.set()
+        assert self.release.wait(30), "never released"
+        return self.values
+
+
+def test_while_one_process_merges_after_a_loss_the_others_wait_for_it(backend: Backend) -> None:
+    used = list(range(100, 400))
+    floor = BlockingFloor(used)
+    merging = backend.ids().short_id("cf", pool_size=1_000, offset=100, floor=floor)
+    waiting = backend.ids().short_id("cf", pool_size=1_000, offset=100, floor=floor)
+    checks: list[str] = []
+    node = waiting._nodes.nodes[0]
+    original = node.run
+
+    def recording(name: str, keys: Any, args: Any) -> Any:
+        if name == "short_id_floor":
+            checks.append(str(args[0]))
+        return original(name, keys, args)
+
+    node.run = recording  # type: ignore[method-assign]
+    found: dict[str, list[int]] = {}
+    first = threading.Thread(target=lambda: found.setdefault("merging", merging.next_ids(200)))
+    first.start()
+    assert floor.entered.wait(30), "the first process never read its floor"
+    second = threading.Thread(target=lambda: found.setdefault("waiting", waiting.next_ids(200)))
+    second.start()
+    deadline = time.monotonic() + 30
+    while checks.count("check") < 3 and time.monotonic() < deadline:  # polled: it waits
+        second.join(0.01)
+    assert "waiting" not in found and checks.count("check") >= 3
+    floor.release.set()
+    first.join(30)
+    second.join(30)
+    assert floor.reads == 1  # the waiting process found the merge recorded: it read nothing
+    merged, waited = found["merging"], found["waiting"]
+    assert not set(used) & (set(merged) | set(waited))
+    assert len(set(merged) | set(waited)) == 400
