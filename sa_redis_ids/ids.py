@@ -35,6 +35,7 @@ from sa_redis_ids.redis.connect import (
     embedded_client,
     is_async_client,
     is_embedded,
+    refuse_foreign_client,
     socket_timeout_of,
 )
 from sa_redis_ids.redis.nodes import Node, NodeSet
@@ -60,6 +61,7 @@ def check_client(client: object) -> None:
             f"client must be a redis-py client (redis.Redis or RedisCluster), not "
             f"{type(client).__name__}"
         )
+    refuse_foreign_client(client)
 
 
 class RedisIdsBase:

@@ -66,8 +66,8 @@ def prefix() -> str:
 
 
 @pytest.mark.slow
-def test_one_of_three_nodes_killed_and_restarted_empty(redis_servers: StartServers) -> None:
-    servers = redis_servers(3)
+def test_one_of_three_nodes_killed_and_restarted_empty(servers_of_each_kind: StartServers) -> None:
+    servers = servers_of_each_kind(3)
     victim = servers[1]
 
     def crash() -> None:
@@ -81,8 +81,8 @@ def test_one_of_three_nodes_killed_and_restarted_empty(redis_servers: StartServe
 
 
 @pytest.mark.slow
-def test_flushall_on_the_only_node(redis_servers: StartServers) -> None:
-    (server,) = redis_servers(1)
+def test_flushall_on_the_only_node(servers_of_each_kind: StartServers) -> None:
+    (server,) = servers_of_each_kind(1)
     load = Load({"urls": [server.url]}, prefix())
     check(run_with_fault(load, lambda: server.client().flushall()))
 

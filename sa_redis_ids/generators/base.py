@@ -15,13 +15,14 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 from sa_redis_ids.generators.highwater import (
     HighWater,
     check_floor,
+    check_floor_arguments,
     check_headroom,
     checked_floor,
     default_headroom,
 )
 from sa_redis_ids.keys import KeySpace
 from sa_redis_ids.observe import observed
-from sa_redis_ids.redis.plans import CallFloor, Plan, run_plan
+from sa_redis_ids.redis.plans import CallFloor, Command, Plan, now, planned, run_plan
 from sa_redis_ids.redis.scripts import STATUS_CLAIM_MISMATCH, raise_for_status, reply_text
 from sa_redis_ids.validation import check_int_option as check_int_option
 
@@ -44,6 +45,12 @@ def check_count(n: object, *, most: int = MAX_BATCH) -> int:
     if n > most:
         raise ValueError(f"count {n} is more than the {most} one call may take")
     return n
+
+
+def first(plan: Plan[list[V]]) -> Plan[V]:
+    """The first value of what ``plan`` answers."""
+    values = yield from plan
+    return values[0]
 
 
 class GeneratorFloor(ABC):
@@ -78,6 +85,8 @@ class IdGenerator(ABC, Generic[V]):
     """Short name of the strategy; also the key part that separates strategies of one namespace."""
     python_type: ClassVar[type]
     """``int`` for numeric IDs, ``str`` for codes."""
+    floor_arguments: ClassVar[tuple[str, ...]] = ()
+    """What the generator calls its floor with (a date-keyed one: the day)."""
     max_batch: ClassVar[int] = MAX_BATCH
     """The most values one ``next_ids`` call may take (strategies whose script loops per value
     set less; the ORM splits bigger reservations into calls of this size)."""
@@ -103,6 +112,8 @@ class IdGenerator(ABC, Generic[V]):
         )
         self.implied_floor: ImpliedFloor | None = None
         """The floor taken when ``floor=`` is not given (the ORM sets it to the bound columns)."""
+        if self._given_floor is not None:
+            check_floor_arguments(self._given_floor, self.floor_arguments, namespace=self.namespace)
         self.headroom_option = check_headroom(headroom)
         """``headroom=`` as given (None: the default, see `headroom`)."""
         self.headroom = 0
@@ -176,16 +187,20 @@ class IdGenerator(ABC, Generic[V]):
     def claim_key(self) -> str:
         return self.keys.key(self.strategy, "node")
 
-    def recorded_claims(self) -> list[tuple[Node, str | None]]:
+    @planned
+    def recorded_claims(self) -> Plan[list[tuple[Node, str | None]]]:
         """Each node with the claim it records for this namespace (None: none yet)."""
+        return self._recorded_claims()
 
-        def action(node: Node) -> tuple[Node, str | None]:
-            found = node.client.get(self.claim_key)
+    def _recorded_claims(self) -> Plan[list[tuple[Node, str | None]]]:
+        def action(node: Node) -> Plan[tuple[Node, str | None]]:
+            found = yield Command(node, "get", self.claim_key)
             return node, None if found is None else reply_text(found)
 
-        return self._nodes.each(self.namespace, action)
+        return self._nodes.each_plan(self.namespace, action)
 
-    def check_claims(self) -> None:
+    @planned
+    def check_claims(self) -> Plan[None]:
         """Raise `ConfigError` if a node records another claim than ours; change nothing.
 
         Writes that do not issue values (``ensure_at_least``, ``reserve``) call it first, so a run
@@ -193,7 +208,10 @@ class IdGenerator(ABC, Generic[V]):
         any node. A node without a claim passes: the write that follows records ours atomically,
         together with the counter it qualifies.
         """
-        for node, recorded in self.recorded_claims():
+        return self._check_claims()
+
+    def _check_claims(self) -> Plan[None]:
+        for node, recorded in (yield from self._recorded_claims()):
             ours = self.claim_for(node)
             if recorded is not None and recorded != ours:
                 raise_for_status(
@@ -204,15 +222,17 @@ class IdGenerator(ABC, Generic[V]):
                     claim=ours,
                 )
 
-    def next_id(self) -> V:
+    @planned
+    def next_id(self) -> Plan[V]:
         """One new value."""
-        return run_plan(self._take_plan(1))[0]
+        return first(self._take_plan(1))
 
-    def next_ids(self, n: int) -> list[V]:
+    @planned
+    def next_ids(self, n: int) -> Plan[list[V]]:
         """``n`` new values in one Redis round trip (``[]`` for 0)."""
         if check_count(n, most=self.max_batch) == 0:
-            return []
-        return run_plan(self._take_plan(n))
+            return now(list)
+        return self._take_plan(n)
 
     @abstractmethod
     def _take_plan(self, n: int) -> Plan[list[V]]:

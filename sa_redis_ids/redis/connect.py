@@ -132,6 +132,11 @@ def client_from_sentinel(
     """
     addresses = sentinel_addresses(sentinels)
     connect_timeout, socket_timeout = check_timeouts(connect_timeout, socket_timeout)
+    if sentinel_kwargs is not None and not isinstance(sentinel_kwargs, Mapping):
+        raise ConfigError(
+            "sentinel_kwargs must be a dict of options for the sentinel connections (such as "
+            f"{{'password': ...}}), not {sentinel_kwargs!r}"
+        )
     if not isinstance(service_name, str) or not service_name:
         raise ConfigError(f"service_name must be a non-empty str, not {service_name!r}")
     timeouts = {"socket_connect_timeout": connect_timeout, "socket_timeout": socket_timeout}
@@ -197,6 +202,26 @@ def sentinel_addresses(sentinels: object) -> list[tuple[str, int]]:
 def is_embedded(client: Any) -> bool:
     """Whether ``client`` is the in-process fakeredis (no replicas, no eviction, no CONFIG)."""
     return bool(client.__class__.__module__.startswith("fakeredis"))
+
+
+def refuse_foreign_client(client: Any) -> None:
+    """Refuse a client of the ``valkey`` package (valkey-py, redis-py's fork) with what to use.
+
+    It answers like redis-py but raises its own exception classes (``valkey.ConnectionError`` is
+    not ``redis.ConnectionError``): a server that is down would not be marked down and skipped,
+    and callers would get valkey-py's errors instead of
+    [`RedisUnavailable`][sa_redis_ids.RedisUnavailable].
+    redis-py itself speaks to Valkey servers, so that is the client to give.
+    """
+    module = type(client).__module__
+    if module == "valkey" or module.startswith("valkey."):
+        kind = f"{module}.{type(client).__name__}"
+        raise ConfigError(
+            f"client must be a redis-py client, not {kind}: valkey-py raises its own error "
+            "classes, which the failover does not recognise. redis-py works with Valkey "
+            "servers: RedisIds.from_url('redis://valkey-host:6379/0'), or redis.Redis(...), "
+            "redis.asyncio.Redis(...), RedisCluster(...) for the same server"
+        )
 
 
 def is_async_client(client: Any) -> bool:

@@ -52,7 +52,12 @@ from sa_redis_ids.errors import (
     SequenceExhausted,
 )
 from sa_redis_ids.observe import Observer
-from sa_redis_ids.redis.connect import is_async_client, is_embedded, socket_timeout_of
+from sa_redis_ids.redis.connect import (
+    is_async_client,
+    is_embedded,
+    refuse_foreign_client,
+    socket_timeout_of,
+)
 from sa_redis_ids.redis.eviction import eviction_risk, eviction_risk_async, logger
 from sa_redis_ids.redis.fastlane import AsyncLane, FastLane
 from sa_redis_ids.redis.plans import Plan, now, run_plan
@@ -95,6 +100,10 @@ NODE_DOWN_ERRORS: tuple[type[BaseException], ...] = (
 #: short because its master was demoted). Redis 6 wraps errors of ``redis.call`` in "Error running
 #: script … -CODE …", hence the second form.
 FAILOVER_REPLIES = ("NOREPLICAS", "UNBLOCKED", "READONLY", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN")
+
+
+DB_OUT_OF_RANGE = "DB index is out of range"
+"""What Redis answers the SELECT of a connection whose URL names a database it does not have."""
 
 
 def is_failover_reply(error: redis.ResponseError) -> bool:
@@ -184,6 +193,7 @@ class Node:
         strict: bool = False,
         clock: RedisClock | None = None,
     ):
+        refuse_foreign_client(client)
         self.client = client
         self.clock = RedisClock() if clock is None else clock
         """The (test-movable) Redis clock the node's scripts see, shared by a node set."""
@@ -550,6 +560,13 @@ class NodeSet:
         except redis.ResponseError as exc:
             if is_failover_reply(exc):
                 raise self._unavailable(node, namespace, exc) from exc
+            if DB_OUT_OF_RANGE in str(exc):
+                raise ConfigError(
+                    f"the database index of the Redis URL is more than the server has ({exc}): "
+                    "use a db from 0 to the server's 'databases' setting minus 1",
+                    namespace=namespace,
+                    node=node.name,
+                ) from exc
             if "overflow" in str(exc):
                 raise SequenceExhausted(
                     "counter would pass a signed 64-bit integer",
