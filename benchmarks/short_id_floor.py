@@ -120,6 +120,7 @@ def run(redis_url: str, db_url: str, rows: int, runs: int) -> dict[str, Any]:
     return {
         "rows": rows,
         "runs": runs,
+        "prefix": prefix,
         "db": db_url.split(":", 1)[0],
         "median_ms": medians,
         "samples_ms": found,
