@@ -21,13 +21,15 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.ext.asyncio import AsyncSession, create_async_engine
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 
-from sa_redis_ids import ConfigError, redis_id, redis_id_column, register
+from sa_redis_ids import ConfigError, RedisIds, redis_id, redis_id_column, register
 from sa_redis_ids.asyncio import AsyncRedisIds
 from sa_redis_ids.generators.base import IdGenerator
 from tests.conftest import Backend
 from tests.support.orm import STRATEGIES, STRATEGY_IDS, Strategy
+from tests.support.servers import RedisServer
 from tests.support.services import REDIS_URL
 from tests.test_orm_async_native import async_ids, async_url  # noqa: F401 - a fixture
+from tests.test_restarts import PERSISTENCE
 
 ROWS = 30
 
@@ -379,3 +381,33 @@ def test_while_one_process_merges_after_a_loss_the_others_wait_for_it(backend: B
     merged, waited = found["merging"], found["waiting"]
     assert not set(used) & (set(merged) | set(waited))
     assert len(set(merged) | set(waited)) == 400
+
+
+@pytest.mark.parametrize("persistence", ["aof", "rdb"])
+def test_a_restart_that_kept_its_data_keeps_the_short_id_merge(
+    persistence: str, tmp_path: Path
+) -> None:
+    """A clean restart gives the server a new replication ID but keeps the bitmap and its marker:
+    the next new process does not read the column again (a promoted replica would)."""
+    server = RedisServer(args=PERSISTENCE[persistence]).start()
+    try:
+        engine = create_engine(f"sqlite:///{tmp_path / 'restart.sqlite3'}")
+        reads = count_reads(engine, "cf_rows")
+
+        def process() -> IdGenerator[int]:
+            ids = RedisIds.from_url(server.url, prefix="cf")
+            generator: IdGenerator[int] = ids.short_id("cf", pool_size=4_000, offset=100)
+            return generator
+
+        model = row_model(process())
+        model.metadata.create_all(engine)
+        insert_rows(engine, model, 50)
+        assert reads() == 1
+        server.stop()  # SIGTERM: a clean shutdown (the RDB is saved, the AOF is complete)
+        server.start()
+        insert_rows(engine, row_model(process()), 50)
+        assert reads() == 1
+        stored = values_in(engine, model)
+        assert len(stored) == len(set(stored)) == 100
+    finally:
+        server.stop()

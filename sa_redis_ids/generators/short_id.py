@@ -25,7 +25,8 @@ table remembers it.
 The floor is merged into a node's bitmap once per node state, not once per process: the merge is
 recorded on the node (``…:sid:floor``, the node identity and bitmap generation it was made in),
 and a process's first call checks that marker (one round trip) instead of reading the table. When
-the state changed (a new generation after a loss, a failover, an evicted bitmap), the first
+the state changed (a new generation after a loss, a failover, an evicted bitmap; not a restart
+that kept its data), the first
 process to see it claims the merge (``…:sid:floor:claim``, expiring after
 ``FLOOR_CLAIM_MS``) and merges; the others wait for the marker, polling every
 ``FLOOR_POLL_S``, and issue nothing meanwhile, since a value they issued before the merge
@@ -242,7 +243,13 @@ class ShortIdGenerator(IdGenerator[int]):
         claim = self.claim_for(node)
         return _NodeCall(
             claim=claim,
-            keys=(self.bitmap_key, self.claim_key, self.total_key, self.generation_key),
+            keys=(
+                self.bitmap_key,
+                self.claim_key,
+                self.total_key,
+                self.generation_key,
+                self.identity_key,
+            ),
             heal_keys=(
                 self.bitmap_key,
                 self.claim_key,
@@ -255,6 +262,7 @@ class ShortIdGenerator(IdGenerator[int]):
                 self.generation_key,
                 self.floor_marker_key,
                 self.keys.key(self.strategy, "floor", "claim"),
+                self.identity_key,
             ),
             head=(claim.encode(), str(self.share_size(node)).encode()),
         )
