@@ -133,10 +133,20 @@ async def sync_in_greenlet(fn: Callable[..., T], *args: Any) -> T:
 def can_block_on(dialect: Any) -> bool:
     """Whether synchronous code running here can execute statements of ``dialect``: always for
     a blocking driver; for an asyncio one only inside SQLAlchemy's greenlet (the ORM under
-    ``AsyncSession``), as ``sqlalchemy.util.concurrency.in_greenlet`` tells."""
+    ``AsyncSession``), as ``sqlalchemy.util.concurrency.in_greenlet`` tells (on releases without
+    it, whether the current greenlet is one SQLAlchemy drives)."""
     if not getattr(dialect, "is_async", False):
         return True
     check = getattr(concurrency, "in_greenlet", None)
-    if check is None:
+    if check is not None:
+        return bool(check())
+    # Early 2.0 releases have no ``in_greenlet``: the greenlets SQLAlchemy drives are instances
+    # of its ``_AsyncIoGreenlet``, as ``await_only`` itself checks there.
+    if importlib.util.find_spec("greenlet") is None:
+        return False
+    py3k = getattr(util, "_concurrency_py3k", None)
+    driven = getattr(py3k, "_AsyncIoGreenlet", None)
+    current = getattr(py3k, "getcurrent", None)
+    if driven is None or current is None:
         raise InternalChanged("sqlalchemy.util.concurrency.in_greenlet", "it is gone")
-    return bool(check())
+    return isinstance(current(), driven)
