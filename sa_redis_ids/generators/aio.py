@@ -17,7 +17,7 @@ from typing import Any, Generic, TypeVar
 
 from sa_redis_ids.buffering import AsyncSegmentBuffer, BufferStats, asyncio_buffer
 from sa_redis_ids.generators.base import IdGenerator, check_count
-from sa_redis_ids.redis.plans import run_plan_async
+from sa_redis_ids.sharing import AsyncSharedCalls
 
 V = TypeVar("V", int, str)
 
@@ -30,14 +30,31 @@ class AsyncIdGenerator(Generic[V]):
         """The strategy's generator: its options, bounds and ``parse``."""
         self.buffer: AsyncSegmentBuffer[V] | None = asyncio_buffer(generator)
         """The asyncio buffer of a buffered generator (``block=``), else None."""
+        self._shared: AsyncSharedCalls[V] = AsyncSharedCalls(
+            generator._take_plan, most=generator.max_batch, slots=len(generator._nodes)
+        )
+
+    @property
+    def share_calls(self) -> bool:
+        """Whether concurrent tasks share round trips (the generator's
+        :attr:`~sa_redis_ids.generators.base.IdGenerator.share_calls`)."""
+        return self.generator.share_calls
+
+    @share_calls.setter
+    def share_calls(self, value: bool) -> None:
+        self.generator.share_calls = value
+
+    async def _take(self, n: int) -> list[V]:
+        if self.generator.share_calls:
+            return await self._shared.take(n)
+        return await self._take(n)
 
     async def next_id(self) -> V:
         """One new value."""
         buffer = self.buffer
         if buffer is not None:
             return await buffer.next_id()
-        values: list[V] = await run_plan_async(self.generator._take_plan(1))
-        return values[0]
+        return (await self._take(1))[0]
 
     async def next_ids(self, n: int) -> list[V]:
         """``n`` new values in one Redis round trip (``[]`` for 0)."""
@@ -46,7 +63,7 @@ class AsyncIdGenerator(Generic[V]):
             return await buffer.next_ids(n)
         if check_count(n, most=self.generator.max_batch) == 0:
             return []
-        return await run_plan_async(self.generator._take_plan(n))
+        return await self._take(n)
 
     def stats(self) -> BufferStats | None:
         """The asyncio buffer's statistics, or ``None`` when the generator is not buffered."""

@@ -23,6 +23,7 @@ from sa_redis_ids.keys import KeySpace
 from sa_redis_ids.observe import observed
 from sa_redis_ids.redis.plans import CallFloor, Plan, run_plan
 from sa_redis_ids.redis.scripts import STATUS_CLAIM_MISMATCH, raise_for_status, reply_text
+from sa_redis_ids.sharing import SharedCalls
 from sa_redis_ids.validation import check_int_option as check_int_option
 
 if TYPE_CHECKING:
@@ -92,6 +93,12 @@ class IdGenerator(ABC, Generic[V]):
         self.headroom = 0
         """Counter steps a heal leaves above the guard (see :mod:`~sa_redis_ids.generators.highwater`)."""
         self.high: HighWater[Any] = HighWater(len(nodes), self.namespace)
+        self.share_calls = True
+        """Whether concurrent callers share round trips (see :mod:`sa_redis_ids.sharing`); set
+        it to False to give each call a round trip of its own."""
+        self._shared: SharedCalls[V] = SharedCalls(
+            self._take_plan, most=self.max_batch, slots=len(nodes)
+        )
 
     def _set_headroom(self, capacity: int, max_block: int | None = None) -> None:
         """Fix :attr:`headroom` once the per-node ``capacity`` and the largest block are known."""
@@ -180,13 +187,13 @@ class IdGenerator(ABC, Generic[V]):
 
     def next_id(self) -> V:
         """One new value."""
-        return run_plan(self._take_plan(1))[0]
+        return self._take(1)[0]
 
     def next_ids(self, n: int) -> list[V]:
         """``n`` new values in one Redis round trip (``[]`` for 0)."""
         if check_count(n, most=self.max_batch) == 0:
             return []
-        return run_plan(self._take_plan(n))
+        return self._take(n)
 
     @abstractmethod
     def _take_plan(self, n: int) -> Plan[list[V]]:
@@ -194,7 +201,10 @@ class IdGenerator(ABC, Generic[V]):
         :mod:`~sa_redis_ids.redis.plans`); what a strategy implements."""
 
     def _take(self, n: int) -> list[V]:
-        """Fetch ``n`` (>= 1) values in one round trip (sync)."""
+        """Fetch ``n`` (>= 1) values in one round trip (sync), shared with concurrent callers
+        unless :attr:`share_calls` is off."""
+        if self.share_calls:
+            return self._shared.take(n)
         return run_plan(self._take_plan(n))
 
     def _call_plan(self, action: Callable[[Node], Plan[T]]) -> Plan[T]:

@@ -403,14 +403,14 @@ class SnowflakeGenerator(IdGenerator[int]):
     def next_id(self, shard: int = 0) -> int:
         """One new ID for ``shard`` (ValueError if the shard does not fit its bits)."""
         check_shard(shard, self.layout)
-        return run_plan(self._take_plan(1, shard))[0]
+        return self._take(1)[0] if shard == 0 else run_plan(self._take_plan(1, shard))[0]
 
     def next_ids(self, n: int, shard: int = 0) -> list[int]:
         """``n`` new IDs for ``shard`` in one Redis round trip, increasing (``[]`` for 0)."""
         check_shard(shard, self.layout)
         if check_count(n, most=self.max_batch) == 0:
             return []
-        return run_plan(self._take_plan(n, shard))
+        return self._take(n) if shard == 0 else run_plan(self._take_plan(n, shard))
 
     def _take_plan(self, n: int, shard: int = 0) -> Plan[list[int]]:
         """``n`` (>= 1) IDs for ``shard`` (already checked) from the next node that answers."""
