@@ -372,3 +372,24 @@ def test_share_calls_off_gives_each_call_its_own_round_trip(backend: Backend) ->
         thread.join()
     assert calls("alone") == 100
     check_drawn("sequence", results, users)
+
+
+def test_share_calls_off_gives_each_task_its_own_round_trip(backend: Backend) -> None:
+    async def main() -> tuple[list[list[int]], float]:
+        ids = async_ids_for(backend)
+        calls = calls_counted(ids)
+        users = ids.sequence("alone")
+        users.share_calls = False
+        assert users.generator.share_calls is False
+
+        async def task() -> list[int]:
+            return [await users.next_id() for _ in range(10)]
+
+        try:
+            return await asyncio.gather(*(task() for _ in range(8))), calls("alone")
+        finally:
+            await ids.aclose()
+
+    drawn, calls = asyncio.run(main())
+    assert calls == 80
+    check_drawn("sequence", drawn, None)

@@ -17,6 +17,7 @@ from typing import Any, Generic, TypeVar
 
 from sa_redis_ids.buffering import AsyncSegmentBuffer, BufferStats, asyncio_buffer
 from sa_redis_ids.generators.base import IdGenerator, check_count
+from sa_redis_ids.redis.plans import run_plan_async
 from sa_redis_ids.sharing import AsyncSharedCalls
 
 V = TypeVar("V", int, str)
@@ -45,9 +46,11 @@ class AsyncIdGenerator(Generic[V]):
         self.generator.share_calls = value
 
     async def _take(self, n: int) -> list[V]:
+        """``n`` (>= 1) values in one round trip, shared with concurrent tasks unless
+        :attr:`share_calls` is off."""
         if self.generator.share_calls:
             return await self._shared.take(n)
-        return await self._take(n)
+        return await run_plan_async(self.generator._take_plan(n))
 
     async def next_id(self) -> V:
         """One new value."""
