@@ -13,8 +13,11 @@ The first caller does not wait for anyone: it takes a free call slot and makes t
 its own thread or task, so a lone caller's latency is one round trip, as without sharing (the
 bookkeeping is one lock taken twice). Only callers that arrive while calls are in flight queue up:
 
-- **Threads** (:class:`SharedCalls`): a call that ends hands the queued requests to the first of
-  their threads, which makes the next call for all of them and wakes the others.
+- **Threads** (:class:`SharedCalls`): the thread whose call ends makes the next call for the
+  queued requests at once, before it returns (it is running; a woken thread would first have to
+  win the GIL), then hands the requests queued meanwhile to the first of their threads, which does
+  the same. So no caller makes more than two calls, and every other call starts without waiting
+  for a thread to wake up.
 - **asyncio** (:class:`AsyncSharedCalls`): a call that ends starts one task making the next call for
   the queued requests; its waiters are woken when the reply is in. State is kept per event loop.
 
@@ -167,7 +170,23 @@ class SharedCalls(_Sharing[V]):
         return run_plan(self._take_plan(n)) if values is None else values
 
     def _pass_on(self) -> None:
-        """A call ended: hand the queued requests to the first of their threads, or free the slot."""
+        """A call ended: make the next call for the queued requests at once (this thread is
+        running, a woken one would first have to be scheduled), then hand the requests queued
+        after that to the first of their threads; or free the slot."""
+        with self._lock:
+            batch = self._next_batch(self._queue)
+            if not batch:
+                self._calls -= 1
+                return
+        try:
+            run_plan(self._answer(batch))
+        finally:
+            for request in batch:
+                request.wake.release()
+            self._hand_on()
+
+    def _hand_on(self) -> None:
+        """Hand the queued requests to the first of their threads, or free the slot."""
         with self._lock:
             batch = self._next_batch(self._queue)
             if not batch:
