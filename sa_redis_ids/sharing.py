@@ -18,8 +18,9 @@ bookkeeping is one lock taken twice). Only callers that arrive while calls are i
   win the GIL), then hands the requests queued meanwhile to the first of their threads, which does
   the same. So no caller makes more than two calls, and every other call starts without waiting
   for a thread to wake up.
-- **asyncio** (:class:`AsyncSharedCalls`): a call that ends starts one task making the next call for
-  the queued requests; its waiters are woken when the reply is in. State is kept per event loop.
+- **asyncio** (:class:`AsyncSharedCalls`): when a call ends, the tasks it answered run first (so
+  those that call again join the next batch), then one task makes the next call for the queued
+  requests; its waiters are woken when the reply is in. State is kept per event loop.
 
 Errors: a call that fails fails each of its callers with the same exception (typed, as any call's).
 One exception: :class:`~sa_redis_ids.SequenceExhausted` from a call for several callers sends each
@@ -272,8 +273,18 @@ class AsyncSharedCalls(_Sharing[V]):
         return await run_plan_async(self._take_plan(n)) if values is None else values
 
     def _pass_on(self, loop: asyncio.AbstractEventLoop, state: _LoopState[V]) -> None:
-        """A call ended: start a task calling for the queued requests, or free the slot."""
+        """A call ended: free the slot if nothing waits; else call for the waiting requests once
+        the tasks this call answered have run (those that call again then join the batch)."""
         if self._states.get(loop) is not state:  # forked since: the state is gone
+            return
+        if not state.queue:
+            state.calls -= 1
+            return
+        loop.call_soon(self._dispatch, loop, state)
+
+    def _dispatch(self, loop: asyncio.AbstractEventLoop, state: _LoopState[V]) -> None:
+        """Start a task calling for the queued requests, or free the slot (all were cancelled)."""
+        if self._states.get(loop) is not state:
             return
         batch = self._next_batch(state.queue)
         if not batch:
@@ -292,7 +303,8 @@ class AsyncSharedCalls(_Sharing[V]):
             for request in batch:
                 if not request.wake.done():
                     request.wake.set_result(None)
-            self._pass_on(loop, state)
+            # the slot stays taken until the woken tasks ran: those that call again queue up
+            loop.call_soon(self._dispatch, loop, state)
 
     def _after_fork_in_child(self) -> None:
         self._states = weakref.WeakKeyDictionary()

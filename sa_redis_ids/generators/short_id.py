@@ -341,7 +341,9 @@ class ShortIdGenerator(IdGenerator[int]):
             if span:
                 runs = [
                     (int(start), int(count))
-                    for start, _, count in (run.partition(":") for run in reply_text(text).split(","))
+                    for start, _, count in (
+                        run.partition(":") for run in reply_text(text).split(",")
+                    )
                 ]
                 for start, count in runs:
                     values += range(first + start * step, first + (start + count) * step, step)
