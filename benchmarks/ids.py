@@ -11,15 +11,17 @@ ids``) measures, in one run on one Redis, each call timed alternately with a ``P
    ``uuid_utils.uuid7()`` (no Redis: the in-process floor);
 3. per strategy present, ``next_id()`` and ``next_ids(1000)``: IDs/s, the median per-ID latency and
    its ratio to ``PING``;
-4. asyncio: ``redis.asyncio`` ``INCR`` with 64 concurrent tasks on one client, and the library's
-   async front end (``sa_redis_ids.asyncio``, when it exists) at 64 tasks, in alternating rounds:
-   IDs/s and the ratio to ``redis.asyncio`` ``INCR``;
-5. buffered Sequence / DatePrefixed (``block=``) in one thread, in 4 threads sharing one generator,
+4. concurrency, unbuffered (:mod:`benchmarks.concurrency`): ``next_id()`` of one generator per
+   strategy from 64 asyncio tasks and from 16 threads, against ``INCR`` from as many tasks
+   (``redis.asyncio``) or threads (redis-py), in alternating rounds: IDs/s and the ratio to ``INCR``;
+5. the server's cost per call (:mod:`benchmarks.server_cost`): ``INFO commandstats`` time and
+   ``INFO cpu`` per call of ``INCR``, an empty ``EVALSHA`` and each strategy's ``next_id()``;
+6. buffered Sequence / DatePrefixed (``block=``) in one thread, in 4 threads sharing one generator,
    and in 4 processes: IDs/s and the ratio to the unbuffered ``INCR``;
-6. the ORM insert benchmark (``benchmarks/orm_insert.py``) when ``--orm-rows N`` is given.
+7. the ORM insert benchmark (``benchmarks/orm_insert.py``) when ``--orm-rows N`` is given.
 
 A peer that cannot run (PostgreSQL unreachable, a package missing) gets a row saying so. It prints
-three tables and the targets (met or not), writes JSON to ``benchmarks/results/`` and, if matplotlib
+five tables and the targets (met or not), writes JSON to ``benchmarks/results/`` and, if matplotlib
 is installed (extra ``plot``), a PNG chart. Keys live under a fresh prefix and are deleted at the
 end; nothing else on the server is touched.
 """
