@@ -1,7 +1,7 @@
 """Unbuffered IDs at concurrency: many threads or asyncio tasks calling ``next_id()`` at once.
 
 Each strategy's generator is shared by every caller (threads of one process, or tasks of one event
-loop), so concurrent calls share round trips (see :mod:`sa_redis_ids.sharing`); the peer is the
+loop), so concurrent calls share round trips (see ``sa_redis_ids.sharing``); the peer is the
 plain command at the same concurrency on one client: redis-py ``INCR`` from as many threads, and
 ``redis.asyncio`` ``INCR`` from as many tasks. A sequence with ``share_calls = False`` shows what
 the same callers get with one round trip each. The contenders run in alternating rounds, so they

@@ -8,13 +8,14 @@ ids``) measures, in one run on one Redis, each call timed alternately with a ``P
 2. peers: ``INCR`` on the same client; PostgreSQL ``nextval`` through psycopg, one per call and 1000
    per call (on a sequence the benchmark creates and drops; ``--pg-url``, default
    ``$SA_REDIS_IDS_BENCH_PG_URL`` or the local server); pottery's ``NextID`` on the same Redis;
-   ``uuid_utils.uuid7()`` (no Redis: the in-process floor);
+   ``uuid_utils.uuid7()`` (no Redis: the in-process floor); a plain in-process snowflake
+   (``snowflake-id``, its worker number given by hand);
 3. per strategy present, ``next_id()`` and ``next_ids(1000)``: IDs/s, the median per-ID latency and
    its ratio to ``PING``;
-4. concurrency, unbuffered (:mod:`benchmarks.concurrency`): ``next_id()`` of one generator per
+4. concurrency, unbuffered (``benchmarks.concurrency``): ``next_id()`` of one generator per
    strategy from 64 asyncio tasks and from 16 threads, against ``INCR`` from as many tasks
    (``redis.asyncio``) or threads (redis-py), in alternating rounds: IDs/s and the ratio to ``INCR``;
-5. the server's cost per call (:mod:`benchmarks.server_cost`): ``INFO commandstats`` time and
+5. the server's cost per call (``benchmarks.server_cost``): ``INFO commandstats`` time and
    ``INFO cpu`` per call of ``INCR``, an empty ``EVALSHA`` and each strategy's ``next_id()``;
 6. buffered Sequence / DatePrefixed (``block=``) in one thread, in 4 threads sharing one generator,
    and in 4 processes: IDs/s and the ratio to the unbuffered ``INCR``;
@@ -238,7 +239,7 @@ def _safe_url(url: str) -> str:
 
 class PostgresSequence:
     """A PostgreSQL sequence of the benchmark's own, drawn through psycopg (autocommit: one
-    statement, one round trip); dropped by :meth:`close`."""
+    statement, one round trip); dropped by `close`."""
 
     def __init__(self, url: str, name: str, batch: int):
         import psycopg
@@ -373,6 +374,24 @@ def _measure_peers(
         row = _row("peers", "uuid-utils", "uuid7()", timing, floor)
         row.extra["tight_loop_ids_per_s"] = loop_rate
         row.note = f"no Redis: the in-process floor; {loop_rate:,.0f}/s in a tight loop"
+        rows.append(row)
+
+    progress.step("snowflake-id")
+    try:
+        from snowflake import SnowflakeGenerator as PlainSnowflake
+    except ImportError:
+        rows.append(
+            _missing("peers", "snowflake-id", "next()", "not available: pip install snowflake-id")
+        )
+    else:
+        plain = PlainSnowflake(1)  # the worker number each process must be given by hand
+        take = plain.__next__
+        take()
+        timing, floor = paired(take)
+        loop_rate = settings.calls * 20 / time_loop(take, settings.calls * 20)
+        row = _row("peers", "snowflake-id", "next()", timing, floor)
+        row.extra["tight_loop_ids_per_s"] = loop_rate
+        row.note = f"no Redis, worker number by hand; {loop_rate:,.0f}/s in a tight loop"
         rows.append(row)
     return rows, incr, pg_version
 
@@ -547,13 +566,13 @@ def _processes_rate(
 
 
 def run(settings: Settings) -> dict[str, Any]:
-    """Measure everything; returns the result (also written to JSON by :func:`main`)."""
+    """Measure everything; returns the result (also written to JSON by `main`)."""
     prefix = f"bench{uuid.uuid4().hex[:10]}"
     ids = _connect(settings, prefix)
     embedded = not settings.redis_url
     names = _available(ids)
     buffered = [name for name in BUFFERED if name in names]
-    steps = 2 + 5 + 2 * len(names) + 3 + 3 * len(buffered) + (1 if settings.orm_rows else 0)
+    steps = 2 + 6 + 2 * len(names) + 3 + 3 * len(buffered) + (1 if settings.orm_rows else 0)
     progress = Progress(steps, quiet=settings.quiet)
     strategy_rows: list[Row] = []
     buffered_rows: list[Row] = []

@@ -1,7 +1,7 @@
 """Reseeding Redis counters from a migration: the set-if-greater helper, offline-aware.
 
 ``reseed(entries)`` raises each generator's counters above the current values of its table column
-(:func:`sa_redis_ids.maintenance.reseed.reseed_from_table`); counters never move backwards, so a
+(`sa_redis_ids.maintenance.reseed.reseed_from_table`); counters never move backwards, so a
 re-run or a downgrade-upgrade cycle is harmless. In offline mode (``alembic upgrade --sql``) there is
 no database to read, so it prints an SQL comment saying it skipped, with the command to run after
 the SQL has been applied, instead of failing.

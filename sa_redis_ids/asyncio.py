@@ -1,23 +1,25 @@
 """``AsyncRedisIds``: the asyncio front end, on ``redis.asyncio`` clients.
 
-The same constructors as :class:`~sa_redis_ids.RedisIds` (``from_url``, ``from_urls``,
+The same constructors as [`RedisIds`][sa_redis_ids.RedisIds] (``from_url``, ``from_urls``,
 ``from_sentinel``, a client or a list of clients, ``embedded()``) and the same factories with the
-same options; the generators they return are :class:`AsyncIdGenerator` objects whose
+same options; the generators they return are [`AsyncIdGenerator`][sa_redis_ids.generators.aio.AsyncIdGenerator] objects whose
 ``next_id()``/``next_ids(n)`` are coroutines, run by the very strategy code the sync front end
-runs (see :mod:`sa_redis_ids.redis.plans`), awaited on the event loop: no thread, no blocking
+runs (see `sa_redis_ids.redis.plans`), awaited on the event loop: no thread, no blocking
 call. ``redis_id(...)`` and ``register(...)`` accept them for models used with
-``AsyncSession``::
+``AsyncSession``:
 
-    from sa_redis_ids.asyncio import AsyncRedisIds
+```python
+from sa_redis_ids.asyncio import AsyncRedisIds
 
-    ids = AsyncRedisIds.from_url("redis://localhost:6379/0")
-    users = ids.sequence("users")
-    user_id = await users.next_id()
+ids = AsyncRedisIds.from_url("redis://localhost:6379/0")
+users = ids.sequence("users")
+user_id = await users.next_id()
+```
 
 Like the ``redis.asyncio`` clients it holds, an ``AsyncRedisIds`` serves one event loop at a time
 (the application's): making it at import time is fine, since connections open at the first call,
 but several loops using it, one after another or at once, is not. Maintenance (purging and pre-creating day counters) and the
-command line run on the sync :class:`~sa_redis_ids.RedisIds` against the same Redis.
+command line run on the sync [`RedisIds`][sa_redis_ids.RedisIds] against the same Redis.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ __all__ = ["AsyncIdGenerator", "AsyncRedisIds"]
 
 class AsyncRedisIds(RedisIdsBase):
     """Redis nodes (``redis.asyncio`` clients) plus a key prefix; the factory of asyncio
-    generators. Options and guarantees are those of :class:`~sa_redis_ids.RedisIds`."""
+    generators. Options and guarantees are those of [`RedisIds`][sa_redis_ids.RedisIds]."""
 
     asynchronous = True
 
@@ -42,7 +44,7 @@ class AsyncRedisIds(RedisIdsBase):
         self._fronts: dict[int, AsyncIdGenerator[Any]] = {}
 
     def generator(self, strategy: str, namespace: str, **options: Any) -> Any:
-        """An asyncio generator of any registered strategy (see :meth:`RedisIds.generator`)."""
+        """An asyncio generator of any registered strategy (see `RedisIds.generator`)."""
         return self._front(super().generator(strategy, namespace, **options))
 
     def _front(self, generator: IdGenerator[Any]) -> AsyncIdGenerator[Any]:
@@ -53,27 +55,27 @@ class AsyncRedisIds(RedisIdsBase):
             return front
 
     def sequence(self, namespace: str, **options: Any) -> AsyncIdGenerator[int]:
-        """See :meth:`sa_redis_ids.RedisIds.sequence` for the options."""
+        """See [`sa_redis_ids.RedisIds.sequence`][sa_redis_ids.RedisIds.sequence] for the options."""
         made: AsyncIdGenerator[int] = self.generator("sequence", namespace, **options)
         return made
 
     def snowflake(self, namespace: str, **options: Any) -> AsyncIdGenerator[int]:
-        """See :meth:`sa_redis_ids.RedisIds.snowflake` for the options."""
+        """See [`sa_redis_ids.RedisIds.snowflake`][sa_redis_ids.RedisIds.snowflake] for the options."""
         made: AsyncIdGenerator[int] = self.generator("snowflake", namespace, **options)
         return made
 
     def short_id(self, namespace: str, **options: Any) -> AsyncIdGenerator[int]:
-        """See :meth:`sa_redis_ids.RedisIds.short_id` for the options."""
+        """See [`sa_redis_ids.RedisIds.short_id`][sa_redis_ids.RedisIds.short_id] for the options."""
         made: AsyncIdGenerator[int] = self.generator("short_id", namespace, **options)
         return made
 
     def date_prefixed(self, namespace: str, **options: Any) -> AsyncIdGenerator[int]:
-        """See :meth:`sa_redis_ids.RedisIds.date_prefixed` for the options."""
+        """See [`sa_redis_ids.RedisIds.date_prefixed`][sa_redis_ids.RedisIds.date_prefixed] for the options."""
         made: AsyncIdGenerator[int] = self.generator("date_prefixed", namespace, **options)
         return made
 
     def daily_code(self, namespace: str, **options: Any) -> AsyncIdGenerator[str]:
-        """See :meth:`sa_redis_ids.RedisIds.daily_code` for the options."""
+        """See [`sa_redis_ids.RedisIds.daily_code`][sa_redis_ids.RedisIds.daily_code] for the options."""
         made: AsyncIdGenerator[str] = self.generator("daily_code", namespace, **options)
         return made
 

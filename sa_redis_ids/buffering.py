@@ -18,20 +18,20 @@ doubled; if over twice ``target_seconds`` it is halved; always within ``[min_blo
 
 Expiry: a segment may carry a deadline on the buffer's clock (a date-prefixed segment expires when its
 day ends by the Redis clock, translated to local time with the Redis-vs-local offset seen at fetch,
-counted from the send of the request and shortened by :data:`CLOCK_RATE_MARGIN`, so early rather
+counted from the send of the request and shortened by `CLOCK_RATE_MARGIN`, so early rather
 than late). An expired segment is dropped, so a block never spans two days. Each fetch reads the
 Redis clock again: a block of a later day drops an earlier day's block at once, and a block of the
 same day moves the deadline earlier if the Redis clock stepped forward. So a step of the Redis clock
-(not a rate difference) is noticed at the next fetch, at the latest. :meth:`SegmentBuffer.end_periods`
+(not a rate difference) is noticed at the next fetch, at the latest. `SegmentBuffer.end_periods`
 drops the blocks of days a purge retired, including one still in flight.
 
 Gaps: values still buffered when a process exits (or that expire, or that a forked child drops) are
 never issued by anyone: they become gaps in the sequence, never duplicates.
 
-Asyncio: :class:`AsyncSegmentBuffer` follows the same rules on an event loop (the state and its
-bookkeeping are shared, :class:`_SegmentState`): a fetch is a plan (see :mod:`sa_redis_ids.redis.plans`)
+Asyncio: `AsyncSegmentBuffer` follows the same rules on an event loop (the state and its
+bookkeeping are shared, `_SegmentState`): a fetch is a plan (see `sa_redis_ids.redis.plans`)
 awaited by an ``asyncio`` task, the tasks that find the buffer dry await the one fetch in flight, and
-no thread is involved. :func:`asyncio_buffer` gives one to a buffered generator on ``redis.asyncio``
+no thread is involved. `asyncio_buffer` gives one to a buffered generator on ``redis.asyncio``
 clients, with the options of its thread buffer.
 
 Fork safety: after ``os.fork()`` a child drops every buffer it inherited (its parent keeps handing
@@ -97,7 +97,7 @@ class Buffering:
         """Check what needs no generator: ints >= 1, a share in (0, 1), finite seconds > 0.
 
         The bounds that depend on the generator (at most its capacity) are checked by
-        :meth:`resolved` when a generator is built with these options.
+        [`resolved`][sa_redis_ids.Buffering.resolved] when a generator is built with these options.
         """
         for name in ("block", "min_block", "max_block"):
             value = getattr(self, name)
@@ -149,7 +149,7 @@ class Buffering:
         """A short text of the options (part of a generator's ``local_config``).
 
         Of resolved options, equal options give equal texts (``target_seconds=60`` and ``60.0``):
-        :meth:`resolved` makes the numbers floats.
+        [`resolved`][sa_redis_ids.Buffering.resolved] makes the numbers floats.
         """
         return (
             f"block={self.block}[{self.min_block}..{self.max_block}],"
@@ -224,7 +224,7 @@ GIL: bool = getattr(sys, "_is_gil_enabled", lambda: True)()
 _LIVE: weakref.WeakSet[_SegmentState[Any]] = weakref.WeakSet()
 
 _DONE, _DIRECT, _REFILL = 0, 1, 2
-"""What :meth:`_SegmentState._gather` found: the values are taken; a block or more is missing (fetch
+"""What `_SegmentState._gather` found: the values are taken; a block or more is missing (fetch
 it directly); the current segment is used up (refill, then gather again)."""
 
 
@@ -232,11 +232,11 @@ class _SegmentState(Generic[V]):
     """The bookkeeping both buffers share: segments, the prefetch claim, block-size adaptation,
     deadlines and periods, drops and statistics. No I/O and no waiting happen here.
 
-    :class:`SegmentBuffer` calls these methods with its lock held (``_guard`` is that lock);
-    :class:`AsyncSegmentBuffer` calls them between two ``await`` (one event loop: no lock,
+    `SegmentBuffer` calls these methods with its lock held (``_guard`` is that lock);
+    `AsyncSegmentBuffer` calls them between two ``await`` (one event loop: no lock,
     ``_guard`` does nothing). Each buffer adds only how it waits: a condition and a prefetch thread,
-    or a task other tasks await. A fetch is the plan :meth:`_fetch_plan` over the buffer's
-    ``_source(n)``, run by :func:`~sa_redis_ids.redis.plans.run_plan` or ``run_plan_async``.
+    or a task other tasks await. A fetch is the plan `_fetch_plan` over the buffer's
+    ``_source(n)``, run by `run_plan` or ``run_plan_async``.
     """
 
     _guard: AbstractContextManager[Any]
@@ -264,7 +264,7 @@ class _SegmentState(Generic[V]):
         self._deadline = math.inf
         self._period_end: int | None = None
         self._ended = -math.inf
-        """Periods ending at or before this were retired (:meth:`end_periods`)."""
+        """Periods ending at or before this were retired (`end_periods`)."""
         self._head_size = 0
         self._started = 0.0
         self._next: _Held[V] | None = None
@@ -342,7 +342,7 @@ class _SegmentState(Generic[V]):
         self._size = size
 
     def _land(self, held: _Held[V], generation: int) -> None:
-        """Keep a fetched segment as the next one, unless :meth:`drop` ran since its fetch started
+        """Keep a fetched segment as the next one, unless `drop` ran since its fetch started
         or its period was retired: then it is dropped too (gaps), so no value fetched before a drop
         is handed out after it. Its fresh reading of the source's clock ends the current segment
         if that one's period is over, or moves its deadline earlier if the clock stepped forward.
@@ -404,7 +404,7 @@ class _SegmentState(Generic[V]):
 
     def _fetch_plan(self, n: int, *, exact: bool = False) -> Plan[_Held[V]]:
         """One segment of up to ``n`` values; near the end of a counter, smaller ones are tried
-        (``exact``: ``n`` values or :class:`SequenceExhausted`, for a batch handed out at once).
+        (``exact``: ``n`` values or [`SequenceExhausted`][sa_redis_ids.SequenceExhausted], for a batch handed out at once).
         Runs with the lock released; takes it only to record the fetch."""
         started = time.perf_counter()
         while True:
@@ -543,14 +543,14 @@ class SegmentBuffer(_SegmentState[V]):
 
         A thread that read ``self._it`` just before another replaced it still draws from the old
         iterator, whose values nobody else can draw: late, never twice. (Free-threaded builds take
-        the lock on every call: :meth:`_next_plain`.)
+        the lock on every call: `_next_plain`.)
         """
         for value in self._it:
             return value
         return self._next_plain()
 
     def _next_expiring_unlocked(self) -> V:
-        """As :meth:`_next_unlocked`, after checking the segment's deadline. A value drawn by a
+        """As `_next_unlocked`, after checking the segment's deadline. A value drawn by a
         thread that passed the check just before another dropped the segment is issued at the
         deadline, like a call that started just before it."""
         if self._clock() < self._deadline:
@@ -588,7 +588,7 @@ class SegmentBuffer(_SegmentState[V]):
     def next_ids(self, n: int) -> list[V]:
         """``n`` values: the buffer's first, then a direct fetch for a shortfall of a block or more.
 
-        Exactly ``n`` values or an error (:class:`SequenceExhausted` when the counter or the day
+        Exactly ``n`` values or an error ([`SequenceExhausted`][sa_redis_ids.SequenceExhausted] when the counter or the day
         runs out), never fewer: on an error the values this call already took are dropped (gaps).
         """
         if check_count(n) == 0:
@@ -671,7 +671,7 @@ class SegmentBuffer(_SegmentState[V]):
     # -- fetching ---------------------------------------------------------------------------------
 
     def _fetch(self, n: int, *, exact: bool = False) -> _Held[V]:
-        """:meth:`_fetch_plan` in this thread (the lock released)."""
+        """`_fetch_plan` in this thread (the lock released)."""
         return run_plan(self._fetch_plan(n, exact=exact))
 
     def _start_prefetch(self, size: int) -> None:
@@ -709,12 +709,12 @@ class SegmentBuffer(_SegmentState[V]):
 
 
 class AsyncSegmentBuffer(_SegmentState[V]):
-    """:class:`SegmentBuffer` on an event loop: coroutine ``next_id()``/``next_ids(n)`` over
-    ``fetch_plan(n)``, a plan answering a :class:`Segment` (see :func:`plan_source`).
+    """`SegmentBuffer` on an event loop: coroutine ``next_id()``/``next_ids(n)`` over
+    ``fetch_plan(n)``, a plan answering a `Segment` (see `plan_source`).
 
     The same segments, prefetch point, block-size rule, deadlines, drops and statistics (the
-    shared :class:`_SegmentState`), but every fetch is an ``asyncio`` task awaiting the plan with
-    :func:`~sa_redis_ids.redis.plans.run_plan_async`: no thread, nothing blocks the loop. At most
+    shared `_SegmentState`), but every fetch is an ``asyncio`` task awaiting the plan with
+    `run_plan_async`: no thread, nothing blocks the loop. At most
     one fetch is in flight: tasks that find the buffer dry await it and never start another. A
     prefetch that fails is counted (``fetch_errors``) and retried by the next dry caller in the
     foreground; a foreground fetch that fails raises in the task that started it, and the tasks
@@ -755,7 +755,7 @@ class AsyncSegmentBuffer(_SegmentState[V]):
     async def next_ids(self, n: int) -> list[V]:
         """``n`` values: the buffer's first, then a direct fetch for a shortfall of a block or more.
 
-        Exactly ``n`` values or an error, never fewer (as :meth:`SegmentBuffer.next_ids`).
+        Exactly ``n`` values or an error, never fewer (as `SegmentBuffer.next_ids`).
         """
         if check_count(n) == 0:
             return []
@@ -788,7 +788,7 @@ class AsyncSegmentBuffer(_SegmentState[V]):
         return out
 
     async def _refill(self) -> bool:
-        """As :meth:`SegmentBuffer._refill`: install the prefetched segment, or await the fetch in
+        """As `SegmentBuffer._refill`: install the prefetched segment, or await the fetch in
         flight, or start one and await it. Returns True if it waited on Redis."""
         if self._install_next():
             return False
@@ -839,7 +839,7 @@ class AsyncSegmentBuffer(_SegmentState[V]):
         return error
 
     async def _fetch(self, n: int, *, exact: bool = False) -> _Held[V]:
-        """:meth:`_fetch_plan` on the event loop."""
+        """`_fetch_plan` on the event loop."""
         return await run_plan_async(self._fetch_plan(n, exact=exact))
 
     async def settle(self) -> None:
@@ -872,7 +872,7 @@ def day_source(generator: Any) -> tuple[Callable[[int], Segment[Any]], Callable[
     ``day_end_ms − redis_now_ms − 1`` ms (Redis ``TIME`` is truncated to the ms: it may have been
     1 ms later): the buffer drops it at the day change by its own clock, without asking Redis
     again. The clock is the generator's Redis clock (``time.monotonic()`` unless a test moved it
-    with :func:`sa_redis_ids.testing.shift_time`), so moving Redis time past midnight moves the
+    with [`sa_redis_ids.testing.shift_time`][sa_redis_ids.testing.shift_time]), so moving Redis time past midnight moves the
     buffer's deadline check with it.
     """
 
@@ -885,7 +885,7 @@ def day_source(generator: Any) -> tuple[Callable[[int], Segment[Any]], Callable[
 def day_plan_source(
     generator: Any,
 ) -> tuple[Callable[[int], Plan[Segment[Any]]], Callable[[], float]]:
-    """:func:`day_source` as a plan over the generator's ``_take_block_plan(n)`` (asyncio buffer)."""
+    """`day_source` as a plan over the generator's ``_take_block_plan(n)`` (asyncio buffer)."""
 
     def fetch(n: int) -> Plan[Segment[Any]]:
         block = yield from generator._take_block_plan(n)
@@ -921,9 +921,9 @@ def asyncio_buffer(generator: IdGenerator[V]) -> AsyncSegmentBuffer[V] | None:
 
 
 class BufferedGenerator(IdGenerator[V]):
-    """An :class:`IdGenerator` that can serve ``next_id``/``next_ids`` from a :class:`SegmentBuffer`.
+    """An [`IdGenerator`][sa_redis_ids.IdGenerator] that can serve ``next_id``/``next_ids`` from a `SegmentBuffer`.
 
-    A strategy calls :meth:`_use_buffer` in its constructor with its ``block=`` option and a
+    A strategy calls `_use_buffer` in its constructor with its ``block=`` option and a
     ``fetch(n) -> Segment`` of one round trip; without ``block=`` every call goes to Redis as before.
     """
 

@@ -1,6 +1,6 @@
 """The exception hierarchy.
 
-Every error the library raises derives from :class:`SaRedisIdsError` and carries the namespace it
+Every error the library raises derives from [`SaRedisIdsError`][sa_redis_ids.SaRedisIdsError] and carries the namespace it
 concerns (and the Redis node, where one is involved), so a log line says *which* generator failed
 *where*. Errors caused by redis-py are raised ``from`` the original exception.
 """
@@ -85,7 +85,7 @@ class LockNotAcquired(NodeErrors):
     """A Redlock could not be acquired (or extended) on a majority of nodes in time.
 
     ``name`` is the lock name; ``errors`` maps each node that did not grant the lock in the last
-    attempt to why (:class:`LockHeld`, a connection error, a timeout).
+    attempt to why ([`LockHeld`][sa_redis_ids.errors.LockHeld], a connection error, a timeout).
     """
 
     def __init__(
@@ -118,10 +118,10 @@ class ScriptError(SaRedisIdsError):
 class ReplicasNotAcknowledged(RedisUnavailable):
     """A script ran on a master, but fewer than ``required`` replicas acknowledged its write in time.
 
-    Raised with ``replicas=N`` (see :class:`~sa_redis_ids.RedisIds`): a write that no replica holds
+    Raised with ``replicas=N`` (see [`RedisIds`][sa_redis_ids.RedisIds]): a write that no replica holds
     is lost if the master fails over, and the promoted replica would issue the same values again.
     The values that script issued are dropped (gaps, never handed out). A subclass of
-    :class:`RedisUnavailable`, so a call moves on to another node where there is one.
+    [`RedisUnavailable`][sa_redis_ids.RedisUnavailable], so a call moves on to another node where there is one.
     ``acknowledged`` is how many replicas did acknowledge (the most of any node tried).
     """
 

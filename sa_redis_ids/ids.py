@@ -63,8 +63,8 @@ def check_client(client: object) -> None:
 
 
 class RedisIdsBase:
-    """What the sync :class:`RedisIds` and :class:`~sa_redis_ids.asyncio.AsyncRedisIds` share:
-    the constructors, the nodes and key prefix, the registry-driven :meth:`generator` and the
+    """What the sync [`RedisIds`][sa_redis_ids.RedisIds] and [`AsyncRedisIds`][sa_redis_ids.asyncio.AsyncRedisIds] share:
+    the constructors, the nodes and key prefix, the registry-driven [`generator`][sa_redis_ids.ids.RedisIdsBase.generator] and the
     lock. A subclass says whether its clients are ``redis.asyncio`` ones (``asynchronous``).
     """
 
@@ -213,7 +213,7 @@ class RedisIdsBase:
 
         ``sentinels`` are ``"host:port"`` strings or ``(host, port)`` tuples. The master's address is
         asked of the sentinels at every new connection, so after a failover the next call reaches
-        the new master; calls during the failover raise :class:`~sa_redis_ids.RedisUnavailable`.
+        the new master; calls during the failover raise [`RedisUnavailable`][sa_redis_ids.RedisUnavailable].
         Pair it with ``replicas=1`` so that values the old master issued but did not replicate are
         never handed out. ``sentinel_kwargs`` go to the sentinel connections (e.g. their password),
         the other keyword arguments to the master's.
@@ -263,9 +263,9 @@ class RedisIdsBase:
 
     def generator(self, strategy: str, namespace: str, **options: Any) -> IdGenerator[Any]:
         """A generator of any registered strategy (see
-        :func:`~sa_redis_ids.generators.registry.register_strategy`): ``ids.generator("sequence",
+        [`register_strategy`][sa_redis_ids.generators.registry.register_strategy]): ``ids.generator("sequence",
         "users", start=1000)`` is ``ids.sequence("users", start=1000)``. Asked again with the same
-        options it returns the same object; other options raise :class:`ConfigError`."""
+        options it returns the same object; other options raise [`ConfigError`][sa_redis_ids.ConfigError]."""
         kind: Any = IdGenerator  # abstract: any subclass passes
         made: IdGenerator[Any] = self._make(strategy, namespace, kind, **options)
         return made
@@ -349,7 +349,7 @@ class RedisIdsBase:
         fence_ttl: float | None = None,
         nodes: Sequence[Node] | None = None,
     ) -> Redlock:
-        """A new :class:`~sa_redis_ids.lock.Redlock` named ``name`` over this instance's nodes
+        """A new [`Redlock`][sa_redis_ids.Redlock] named ``name`` over this instance's nodes
         (or over ``nodes``, some of ``ids.nodes.nodes``: a majority of those).
 
         ``with ids.lock("name") as lease:`` waits up to ``timeout`` s for a majority of the nodes;
@@ -386,16 +386,16 @@ class RedisIds(RedisIdsBase):
     Such a client waits on a hung server as long as its own ``socket_timeout`` (forever when it has
     none: that warns); one call gives up after the longest socket timeout of the clients, not one
     per node. Build your clients with ``redis.Redis(..., **fail_fast_options())``
-    (:func:`~sa_redis_ids.fail_fast_options`) to fail as fast as the ``from_url`` clients (1 s).
+    ([`fail_fast_options`][sa_redis_ids.fail_fast_options]) to fail as fast as the ``from_url`` clients (1 s).
 
     Options every constructor takes:
 
     - ``replicas=N``: hand out only values that ``N`` replicas of the master acknowledged (Redis
       ``WAIT``, sent in the same round trip as the script), so a failover to a replica cannot
       re-issue them. Fewer acknowledgements within ``replica_timeout`` seconds raise
-      :class:`~sa_redis_ids.ReplicasNotAcknowledged` and the values are dropped. ``replica_timeout``
+      [`ReplicasNotAcknowledged`][sa_redis_ids.ReplicasNotAcknowledged] and the values are dropped. ``replica_timeout``
       must be shorter than the client's socket timeout. ``0`` (the default) waits for nothing.
-    - ``strict=True``: refuse with :class:`~sa_redis_ids.ConfigError`, instead of a logged warning,
+    - ``strict=True``: refuse with [`ConfigError`][sa_redis_ids.ConfigError], instead of a logged warning,
       a Redis whose ``maxmemory-policy`` can evict the library's keys (checked at each node's first
       use; skipped where ``CONFIG GET`` is not allowed).
     """
@@ -412,10 +412,10 @@ class RedisIds(RedisIdsBase):
     ) -> SequenceGenerator:
         """Increasing integers from ``start``; with N nodes each node issues its residue class.
 
-        ``block=1000`` (or a :class:`Buffering`) takes blocks with one ``INCRBY`` and hands IDs out
+        ``block=1000`` (or a [`Buffering`][sa_redis_ids.Buffering]) takes blocks with one ``INCRBY`` and hands IDs out
         from memory with background prefetch; buffered values not used when the process exits are
         gaps (never duplicates). ``floor()`` returns the highest value already used (e.g.
-        :func:`~sa_redis_ids.floor_from_column`): read once per process and node, and whenever a
+        [`floor_from_column`][sa_redis_ids.floor_from_column]): read once per process and node, and whenever a
         node's counter is missing or behind, so a Redis that forgot continues above the table.
         ``headroom``: how far above what is known a healed counter resumes (the default covers
         other processes' buffered blocks; see the guarantees in the docs).
@@ -444,9 +444,9 @@ class RedisIds(RedisIdsBase):
 
         ``layout``: ``"default"`` (41/12/10 bits since 2026-01-01), ``"compat"`` (the classic layout, since
         1970; warns: it runs out in 2039), ``"js_safe"`` (at most 2^53 − 1) or a
-        :class:`~sa_redis_ids.generators.snowflake.SnowflakeLayout`. ``tolerance_ms``: how far the
+        [`SnowflakeLayout`][sa_redis_ids.SnowflakeLayout]. ``tolerance_ms``: how far the
         Redis clock may step back before ``ClockMovedBackwards``. ``floor()`` returns the highest
-        ID already used (e.g. :func:`~sa_redis_ids.floor_from_column`); ``headroom`` (ms, default
+        ID already used (e.g. [`floor_from_column`][sa_redis_ids.floor_from_column]); ``headroom`` (ms, default
         ``tolerance_ms``) is how far ahead of what is known a lost state resumes.
         """
         return self._make(
@@ -471,7 +471,7 @@ class RedisIds(RedisIdsBase):
 
         ``release(v)`` frees a value, ``reserve(values)`` blocks values for good, ``is_taken(v)``,
         ``stats()``. A full pool raises ``SequenceExhausted``. ``floor()`` returns the values
-        already used (e.g. :func:`~sa_redis_ids.floor_from_column`): they are marked taken once
+        already used (e.g. [`floor_from_column`][sa_redis_ids.floor_from_column]): they are marked taken once
         per process and node, and again when a node lost its bitmap.
         """
         return self._make(
@@ -523,7 +523,7 @@ class RedisIds(RedisIdsBase):
     ) -> DailyCodeGenerator:
         """Codes ``code_prefix + YYYYMMDD + digits-digit counter`` restarting at 1 every day (Redis
         time in ``tz``); each day's key expires ``grace_days`` after the day. ``floor`` as for
-        :meth:`date_prefixed`. (``prefix=`` is the older name of ``code_prefix=``: it warns.)"""
+        [`date_prefixed`][sa_redis_ids.RedisIds.date_prefixed]. (``prefix=`` is the older name of ``code_prefix=``: it warns.)"""
         if "prefix" in deprecated and code_prefix != "IS":
             raise ConfigError(
                 "give code_prefix= only (prefix= is its older name)", namespace=namespace
@@ -551,7 +551,7 @@ class RedisIds(RedisIdsBase):
         fill_warning: float = DEFAULT_FILL_WARNING,
         precreate: bool = True,
     ) -> Maintenance:
-        """The maintenance job of this instance's generators (see :mod:`sa_redis_ids.maintenance`):
+        """The maintenance job of this instance's generators (see `sa_redis_ids.maintenance`):
         pre-create upcoming day counters (unless ``precreate=False``), purge days older than
         ``keep_days``, report pool fill."""
         return Maintenance(

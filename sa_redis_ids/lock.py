@@ -9,7 +9,7 @@ The algorithm of the Redis distributed-lock page:
 3. The lock is taken when a majority (``N // 2 + 1``) granted it and time is left:
    ``validity = ttl − elapsed − drift`` with ``drift = ttl × 0.01 + 2 ms``.
 4. Otherwise unlock every node (also those that did not answer: the reply may only have been lost)
-   and retry after a random delay, until ``timeout``; then raise :class:`LockNotAcquired` with each
+   and retry after a random delay, until ``timeout``; then raise [`LockNotAcquired`][sa_redis_ids.LockNotAcquired] with each
    node's error.
 
 Release and extend are compare-and-act scripts: they touch the key only while it holds our token.
@@ -41,7 +41,7 @@ holder's late write then fails instead of overwriting a newer holder's. The toke
 needs the fence counters to survive; a node that loses its data (no persistence, ``FLUSHALL``) can
 hand out smaller tokens again.
 
-A :class:`Redlock` object is one lease for one holder; do not share it between threads (make one
+A [`Redlock`][sa_redis_ids.Redlock] object is one lease for one holder; do not share it between threads (make one
 per use: ``RedisIds.lock`` returns a new one on every call).
 """
 
@@ -128,7 +128,7 @@ def fan_out(
 ) -> list[T | BaseException]:
     """Run ``action`` on every node at once; one result or exception per node, in node order.
 
-    A node that has not answered within ``timeout`` seconds gets a :class:`RedisUnavailable`; its
+    A node that has not answered within ``timeout`` seconds gets a [`RedisUnavailable`][sa_redis_ids.RedisUnavailable]; its
     thread (a daemon) finishes on its own when the client's socket timeout ends the call. A single
     node runs inline, bounded by its client's socket timeout. Exceptions that are not Redis or
     library errors (bugs) are raised here.
@@ -173,7 +173,7 @@ def _outcomes(outcomes: list[T | BaseException]) -> list[T | BaseException]:
 
 class FanOut(Effect):
     """Run plan ``action(node)`` on every node of ``nodes`` at once; the effect's result is one
-    result or exception per node, in node order (see :func:`fan_out`).
+    result or exception per node, in node order (see `fan_out`).
 
     The sync driver runs each node's plan in a thread (a single node inline); the asyncio driver
     runs them as tasks, each cut off after ``timeout`` seconds when there are several nodes.
@@ -246,7 +246,7 @@ class Redlock:
     ``with Redlock(clients, "name") as lease:`` acquires (waiting up to ``timeout`` seconds) and
     releases; ``lease.fencing_token`` and ``lease.validity`` are set while it is held. A Redis
     Cluster client counts as one node. ``node_timeout`` bounds the wait for each node (default
-    :func:`default_node_timeout`); failed attempts are retried after ``retry_delay`` × U(0.5, 1) s.
+    `default_node_timeout`); failed attempts are retried after ``retry_delay`` × U(0.5, 1) s.
     ``fence_ttl`` (default: never) lets the fence counter of a lock name that falls out of use
     expire that many seconds after its last acquisition; tokens are monotonic only while it
     lives. ``clock``, ``sleep`` and ``jitter`` (a ``random.random`` stand-in) are injectable so
@@ -327,7 +327,7 @@ class Redlock:
     def acquire(self, *, timeout: float | None = None) -> Redlock:
         """Take the lock, retrying until ``timeout`` (default: the lock's); return ``self``.
 
-        ``timeout=0`` makes a single attempt. Raises :class:`LockNotAcquired` (with each node's
+        ``timeout=0`` makes a single attempt. Raises [`LockNotAcquired`][sa_redis_ids.LockNotAcquired] (with each node's
         error from the last attempt) when no attempt won a majority with validity left.
         """
         return run_plan(self.acquire_plan(timeout=timeout))
@@ -344,7 +344,7 @@ class Redlock:
         """Reset the lock's TTL to ``ttl`` (default: the lock's) on every node that still holds it.
 
         Returns the new validity in seconds. When fewer than a majority still held our token, or
-        no validity would be left, the lock is lost: it is released and :class:`LockNotAcquired`
+        no validity would be left, the lock is lost: it is released and [`LockNotAcquired`][sa_redis_ids.LockNotAcquired]
         raised.
         """
         return run_plan(self.extend_plan(ttl))
@@ -361,7 +361,7 @@ class Redlock:
         self.release()
 
     async def __aenter__(self) -> Redlock:
-        """``async with lock:`` on ``redis.asyncio`` clients (the plans of :meth:`acquire`)."""
+        """``async with lock:`` on ``redis.asyncio`` clients (the plans of [`acquire`][sa_redis_ids.Redlock.acquire])."""
         return await run_plan_async(self.acquire_plan())
 
     async def __aexit__(
@@ -375,7 +375,7 @@ class Redlock:
     # -- the lock's logic, as plans (see sa_redis_ids.redis.plans): run sync or on asyncio ------
 
     def acquire_plan(self, *, timeout: float | None = None) -> Plan[Redlock]:
-        """The plan of :meth:`acquire`."""
+        """The plan of [`acquire`][sa_redis_ids.Redlock.acquire]."""
         if self._held:
             raise LockNotAcquired(
                 f"lock {self.name!r} is already held by this Redlock; release() it first",
@@ -410,7 +410,7 @@ class Redlock:
             yield Sleep(delay) if self._sleep is time.sleep else _Pause(self._sleep, delay)
 
     def release_plan(self) -> Plan[bool]:
-        """The plan of :meth:`release`."""
+        """The plan of [`release`][sa_redis_ids.Redlock.release]."""
         if not self._held:
             return False
         self._held = False
@@ -418,7 +418,7 @@ class Redlock:
         return (yield from self._unlock_plan(self._token)) >= self.quorum
 
     def extend_plan(self, ttl: float | None = None) -> Plan[float]:
-        """The plan of :meth:`extend`."""
+        """The plan of [`extend`][sa_redis_ids.Redlock.extend]."""
         if not self._held:
             raise LockNotAcquired(
                 f"lock {self.name!r} is not held by this Redlock; nothing to extend", name=self.name

@@ -2,16 +2,18 @@
 
 Install the extra (``pip install 'sa_redis_ids[metrics]'``); the library itself runs without
 ``prometheus_client`` and ``opentelemetry-api``, which are imported only when metrics are enabled.
-Metrics are off until enabled, and then cost nothing per ID handed out from a buffer::
+Metrics are off until enabled, and then cost nothing per ID handed out from a buffer:
 
-    from sa_redis_ids.metrics import enable_prometheus, enable_opentelemetry
+```python
+from sa_redis_ids.metrics import enable_prometheus, enable_opentelemetry
 
-    enable_prometheus(ids)                  # prometheus_client's default registry, or registry=…
-    enable_opentelemetry(ids)               # the global meter provider's meter, or meter=…
+enable_prometheus(ids)                  # prometheus_client's default registry, or registry=…
+enable_opentelemetry(ids)               # the global meter provider's meter, or meter=…
+```
 
-Both may be enabled on one :class:`~sa_redis_ids.RedisIds` (or
-:class:`~sa_redis_ids.asyncio.AsyncRedisIds`); several instances may share a registry or meter (their
-series add up). :func:`disable_metrics` stops the reports of an instance.
+Both may be enabled on one [`RedisIds`][sa_redis_ids.RedisIds] (or
+[`AsyncRedisIds`][sa_redis_ids.asyncio.AsyncRedisIds]); several instances may share a registry or meter (their
+series add up). [`disable_metrics`][sa_redis_ids.metrics.disable_metrics] stops the reports of an instance.
 
 Measured at each generator call (one ``NodeSet.call_plan``: a direct call, or a buffer's fetch of a
 block), labelled by ``namespace`` and ``strategy`` (the registered name: ``sequence``, ``short_id`` …):
@@ -26,7 +28,7 @@ Prometheus / OpenTelemetry             what
 ``sa_redis_ids_call_failures_total``   calls that raised, by ``error`` (the exception's class name)
 ``sa_redis_ids.call.failures``
 ``sa_redis_ids_clock_back_total``      calls refused because the Redis clock went back
-``sa_redis_ids.clock_back``            (:class:`~sa_redis_ids.ClockMovedBackwards`), by ``namespace``
+``sa_redis_ids.clock_back``            ([`ClockMovedBackwards`][sa_redis_ids.ClockMovedBackwards]), by ``namespace``
 ``sa_redis_ids_node_errors_total``     errors that marked a node down, by ``node`` and ``kind`` (the
 ``sa_redis_ids.node.errors``           error's class name: ``ConnectionError``, ``TimeoutError`` …)
 =====================================  ===================================================================
@@ -41,7 +43,7 @@ Read when metrics are collected (a scrape, an export), nothing on the per-ID pat
 ``sa_redis_ids_buffered_ids``          values buffered now
 ``sa_redis_ids.buffer.ids``
 ``sa_redis_ids_rewinds_total``         rewinds detected and healed (see
-``sa_redis_ids.rewinds``               :mod:`~sa_redis_ids.generators.highwater`)
+``sa_redis_ids.rewinds``               `highwater`)
 ``sa_redis_ids_pool_fill_ratio``       how full a short-ID pool is, 0 to 1, by ``namespace`` (a
 ``sa_redis_ids.pool.fill_ratio``       ``BITCOUNT`` per node at collection; sync clients only; left out
                                        while a node is marked down or cannot answer)
@@ -49,7 +51,7 @@ Read when metrics are collected (a scrape, an export), nothing on the per-ID pat
 ``sa_redis_ids.node.up``
 =====================================  ===================================================================
 
-Loggers (standard :mod:`logging`; all below ``sa_redis_ids``, which the library never configures):
+Loggers (standard `logging`; all below ``sa_redis_ids``, which the library never configures):
 
 * ``sa_redis_ids.nodes``: a node goes down (WARNING, once until it answers again, with its name
   and the error) and comes back (INFO).

@@ -1,13 +1,13 @@
-"""What a node set reports when metrics are enabled: the :class:`Observer` interface.
+"""What a node set reports when metrics are enabled: the `Observer` interface.
 
-A :class:`~sa_redis_ids.redis.nodes.NodeSet` has an ``observer`` attribute, None by default: then
-nothing is measured and a call pays one ``is None`` check. :mod:`sa_redis_ids.metrics` sets it to
+A `NodeSet` has an ``observer`` attribute, None by default: then
+nothing is measured and a call pays one ``is None`` check. `sa_redis_ids.metrics` sets it to
 an observer that feeds Prometheus or OpenTelemetry. Two kinds of reports reach it:
 
-* every generator call (one :meth:`~sa_redis_ids.redis.nodes.NodeSet.call_plan`, wrapped by
-  :func:`observed`): its namespace and strategy, how long it took, how many values Redis handed
+* every generator call (one `call_plan`, wrapped by
+  `observed`): its namespace and strategy, how long it took, how many values Redis handed
   out, and the exception if it raised;
-* every error that marks a node down (:meth:`Observer.node_error`).
+* every error that marks a node down (`Observer.node_error`).
 
 Everything else (buffer statistics, rewinds, pool fill, which nodes are up) is read when metrics are
 collected, so the per-ID path of a buffer carries nothing.

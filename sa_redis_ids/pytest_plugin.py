@@ -4,11 +4,11 @@ Installed with the package (entry point ``pytest11``: ``sa_redis_ids``), so an a
 tests get these fixtures without any import. Nothing of the library (nor fakeredis) is imported
 until a test asks for one of them.
 
-- ``redis_ids``: a fresh :class:`~sa_redis_ids.RedisIds` on an embedded Redis (fakeredis, the
+- ``redis_ids``: a fresh [`RedisIds`][sa_redis_ids.RedisIds] on an embedded Redis (fakeredis, the
   ``embedded`` extra), empty for every test.
-- ``async_redis_ids``: the same for :class:`~sa_redis_ids.asyncio.AsyncRedisIds` (a plain
+- ``async_redis_ids``: the same for [`AsyncRedisIds`][sa_redis_ids.asyncio.AsyncRedisIds] (a plain
   fixture: use it from ``asyncio.run`` or any asyncio test plugin).
-- ``redis_clock``: a :class:`~sa_redis_ids.testing.RedisClockControl` that moves the Redis time
+- ``redis_clock``: a [`RedisClockControl`][sa_redis_ids.testing.RedisClockControl] that moves the Redis time
   every generator of the test's instances sees (``shift(ms)``, ``back(ms)``, ``set(datetime)``,
   ``to_midnight(tz, before_ms=...)``, ``reset()``, ``now()``, ``today(tz)``), put back at
   teardown. It follows ``redis_ids``, ``async_redis_ids`` and what ``redis_ids_for`` swapped;
@@ -17,12 +17,14 @@ until a test asks for one of them.
   ``AsyncRedisIds``) and every generator it made on the test's ``redis_ids`` (or
   ``async_redis_ids``) until the test ends (``app_ids.use(...)``), and returns that instance.
 
-Example::
+Example:
 
-    def test_orders_restart_daily(redis_ids_for, redis_clock):
-        redis_ids_for(myapp.ids)
-        redis_clock.to_midnight("Asia/Shanghai")
-        ...
+```python
+def test_orders_restart_daily(redis_ids_for, redis_clock):
+    redis_ids_for(myapp.ids)
+    redis_clock.to_midnight("Asia/Shanghai")
+    ...
+```
 """
 
 from __future__ import annotations

@@ -8,8 +8,8 @@ together): its scripts then run in a variant whose time function adds the shift,
 window of date-keyed generators is rebuilt around the shifted time, and buffer deadlines follow
 the same clock.
 
-:class:`RedisClockControl` does the same for whole instances (the ``redis_clock`` fixture of the
-pytest plugin, :mod:`sa_redis_ids.pytest_plugin`), and :func:`use_nodes` is what
+[`RedisClockControl`][sa_redis_ids.testing.RedisClockControl] does the same for whole instances (the ``redis_clock`` fixture of the
+pytest plugin, `sa_redis_ids.pytest_plugin`), and `use_nodes` is what
 ``RedisIds.use(other)`` runs: the instance and every generator it made run on ``other``'s nodes
 until the block ends.
 """
@@ -90,7 +90,7 @@ def _sync_mirror(client: Any) -> redis.Redis:
 def redis_time_ms(generator: Any) -> int:
     """The Redis server time (ms since the epoch) of the generator's first node, unshifted.
 
-    Works for asyncio generators too (see :func:`server_time_ms`)."""
+    Works for asyncio generators too (see `server_time_ms`)."""
     return server_time_ms(generator._nodes.nodes[0].client)
 
 
@@ -129,13 +129,13 @@ class RedisClockControl:
     ``track(ids)`` adds an instance (a ``RedisIds``, an ``AsyncRedisIds``, or a single generator);
     every move applies to the node sets of all tracked instances, so the generators they made,
     make later, or that were pointed at them with ``other_ids.use(ids)``, all see the same time.
-    The time is the server's, moved by :attr:`offset_ms`: it goes on running. Moves never touch
+    The time is the server's, moved by [`offset_ms`][sa_redis_ids.testing.RedisClockControl.offset_ms]: it goes on running. Moves never touch
     the server: scripts run a variant whose time function adds the offset, day windows are
     rebuilt around the moved time, and buffered blocks expire by the moved clock.
 
     ``close()`` puts every tracked clock back where it was when tracked (the pytest fixture
     ``redis_clock`` does it at teardown). Safe to use from coroutines: nothing here awaits, and
-    the server time is read once with a sync command (see :func:`server_time_ms`).
+    the server time is read once with a sync command (see `server_time_ms`).
     """
 
     def __init__(self, *targets: Any) -> None:
@@ -146,7 +146,7 @@ class RedisClockControl:
         self._client: Any = None
         """The first node's client of the first target tracked."""
         self._delta_ms: int | None = None
-        """Server time minus the process clock, read once from :attr:`_client`."""
+        """Server time minus the process clock, read once from `_client`."""
         for target in targets:
             self.track(target)
 
@@ -316,7 +316,7 @@ def _generators_of(target: Any) -> Iterable[Any]:
 
 @contextmanager
 def use_nodes(ids: Any, other: Any) -> Iterator[Any]:
-    """What ``ids.use(other)`` runs (see :meth:`sa_redis_ids.ids.RedisIdsBase.use`): ``ids`` and
+    """What ``ids.use(other)`` runs (see [`sa_redis_ids.ids.RedisIdsBase.use`][sa_redis_ids.ids.RedisIdsBase.use]): ``ids`` and
     every generator it made or makes run on ``other``'s nodes until the block ends.
 
     On entry each generator of ``ids`` is built anew from its options on ``other``'s nodes (with

@@ -1,6 +1,6 @@
 """The checks every public entry runs on its arguments before anything reaches Redis.
 
-Each check names the option and what would fit, and raises :class:`~sa_redis_ids.ConfigError` (a
+Each check names the option and what would fit, and raises [`ConfigError`][sa_redis_ids.ConfigError] (a
 ``ValueError``) for a configuration option, or a plain ``ValueError`` for a value passed to a
 method (``parse``, ``precreate``…). ``bool`` is never accepted where a number is asked for, and
 numbers of seconds must be finite: ``inf`` and ``nan`` would turn into a wait that never ends or a
@@ -24,14 +24,14 @@ SCHEMES = ("redis://", "rediss://", "unix://")
 
 
 def check_bool(name: str, value: object) -> bool:
-    """``True`` or ``False`` only: ``"yes"``, ``None``, ``0`` or ``1`` raise :class:`ConfigError`."""
+    """``True`` or ``False`` only: ``"yes"``, ``None``, ``0`` or ``1`` raise [`ConfigError`][sa_redis_ids.ConfigError]."""
     if not isinstance(value, bool):
         raise ConfigError(f"{name} must be True or False, not {value!r}")
     return value
 
 
 def check_int_option(name: str, value: object, *, low: int, high: int) -> int:
-    """An int from ``low`` to ``high`` (bool refused), else :class:`ConfigError`."""
+    """An int from ``low`` to ``high`` (bool refused), else [`ConfigError`][sa_redis_ids.ConfigError]."""
     if isinstance(value, bool) or not isinstance(value, int):
         raise ConfigError(f"{name} must be an int, not {type(value).__name__}")
     if not low <= value <= high:
@@ -83,7 +83,7 @@ def check_value_int(name: str, value: object, *, low: int, high: int) -> int:
 
 
 def check_day(name: str, value: object, *, first: date, last: date) -> date:
-    """A :class:`~datetime.date` (a ``datetime`` counts as its date) from ``first`` to ``last``."""
+    """A `date` (a ``datetime`` counts as its date) from ``first`` to ``last``."""
     if isinstance(value, datetime):
         value = value.date()
     if not isinstance(value, date):
@@ -120,7 +120,7 @@ def check_redis_url(url: object) -> str:
     """A ``redis://``, ``rediss://`` or ``unix://`` URL whose host, port and db make sense.
 
     redis-py would take ``redis://host/abc`` as database 0 and ``redis://`` as localhost; here
-    they raise :class:`ConfigError`, as do a port outside 1–65535 and a db outside 0–2^31−2.
+    they raise [`ConfigError`][sa_redis_ids.ConfigError], as do a port outside 1–65535 and a db outside 0–2^31−2.
     """
     if not isinstance(url, str) or not url.startswith(SCHEMES):
         shown = redacted(url) if isinstance(url, str) else repr(url)

@@ -50,6 +50,7 @@ PEERS = [
     ("PostgreSQL", "nextval() × 1000"),
     ("pottery", "NextID"),
     ("uuid-utils", "uuid7()"),
+    ("snowflake-id", "next()"),
 ]
 
 UNREACHABLE_PG = "postgresql://postgres@127.0.0.1:1/test"
@@ -74,9 +75,11 @@ def _check_result(result: dict[str, Any], *, real: bool) -> None:
             assert row["ids_per_s"] > 0 and row["ratio"] > 0 and row["us_per_id"] > 0
         else:
             assert row["group"] == "peers" and row["note"], "a row not measured says why"
-    for key in (("redis-py", "INCR"), ("pottery", "NextID"), ("uuid-utils", "uuid7()")):
+    in_process = (("uuid-utils", "uuid7()"), ("snowflake-id", "next()"))
+    for key in (("redis-py", "INCR"), ("pottery", "NextID"), *in_process):
         assert peers[key]["ids"] > 0, key
-    assert peers[("uuid-utils", "uuid7()")]["extra"]["tight_loop_ids_per_s"] > 0
+    for key in in_process:
+        assert peers[key]["extra"]["tight_loop_ids_per_s"] > 0, key
     modes = {(row["strategy"], row["mode"]) for row in buffered}
     assert ("INCR (unbuffered)", "1 thread") in modes
     for name in ("sequence", "date_prefixed"):

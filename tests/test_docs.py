@@ -8,12 +8,15 @@ import os
 import re
 import subprocess
 import sys
+from html.parser import HTMLParser
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
+PYPROJECT = ROOT / "pyproject.toml"
 DEMO_COMMAND = (
     "python3 -m venv .venv && .venv/bin/pip install -e '.[all]' && .venv/bin/sa-redis-ids demo"
 )
@@ -32,12 +35,15 @@ def require(module: str) -> None:
     pytest.skip(f"{module} is not installed (pip install -e '.[docs]')")
 
 
-def test_the_site_builds_strictly(tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The site as ``mkdocs build --strict`` makes it (built once for this module's tests)."""
     for module in ("mkdocs", "material", "mkdocstrings", "mkdocstrings_handlers.python"):
         require(module)
+    out = tmp_path_factory.mktemp("site") / "site"
     env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
     built = subprocess.run(
-        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path / "site")],
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(out)],
         cwd=ROOT,
         env=env,
         capture_output=True,
@@ -46,9 +52,126 @@ def test_the_site_builds_strictly(tmp_path: Path) -> None:
     )
     assert built.returncode == 0, built.stdout + built.stderr
     assert "WARNING" not in built.stderr, built.stderr
-    reference = (tmp_path / "site" / "reference" / "index.html").read_text(encoding="utf-8")
+    return out
+
+
+def site_pages(site: Path) -> list[Path]:
+    pages = sorted(site.rglob("*.html"))
+    assert len(pages) > 30, "the site has fewer pages than its navigation"
+    return pages
+
+
+def test_the_site_builds_strictly(site: Path) -> None:
+    reference = (site / "reference" / "index.html").read_text(encoding="utf-8")
     for name in ("RedisIds", "from_sentinel", "date_prefixed", "floor_from_column"):
         assert name in reference, f"the API reference lacks {name}"
+
+
+REST_ROLE = re.compile(r":(?:py:)?(?:class|meth|func|attr|mod|exc|data|obj):`?")
+
+
+def test_the_api_reference_renders_docstrings_not_rest(site: Path) -> None:
+    """Docstrings are Markdown: no reStructuredText role shows as text, cross-references are
+    links, and the package docstring's example is a code block, not a nest of quotes."""
+    for page in site_pages(site):
+        text = page.read_text(encoding="utf-8")
+        found = REST_ROLE.search(text)
+        assert found is None, f"{page.relative_to(site)} shows {found and found.group()!r}"
+    reference = (site / "reference" / "index.html").read_text(encoding="utf-8")
+    assert re.search(r'<a [^>]*href="[^"]*#sa_redis_ids\.RedisIds"', reference), "no link"
+    blocks = re.findall(r'<div class="[^"]*highlight"><pre>.*?</pre></div>', reference, re.S)
+    assert any(
+        '<span class="gp">&gt;&gt;&gt; </span>' in block and "embedded" in block for block in blocks
+    ), "the package docstring's example is not a code block with its prompts"
+    assert "<blockquote>" not in reference
+
+
+def test_the_package_docstrings_example_runs() -> None:
+    import doctest
+
+    import sa_redis_ids
+
+    result = doctest.testmod(sa_redis_ids, verbose=False)
+    assert result.attempted >= 4 and result.failed == 0, result
+
+
+class _Requests(HTMLParser):
+    """The addresses a browser fetches while it renders a page (not the links a reader follows)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.urls: list[str] = []
+        self._in_style = False
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self._in_style = tag == "style"
+        values = {name: value or "" for name, value in attrs}
+        if tag == "link" and values.get("rel") != "canonical":  # canonical: the page's own name
+            self.urls.append(values.get("href", ""))
+        if tag in ("script", "img", "iframe", "source", "audio", "video", "embed"):
+            self.urls.extend([values.get("src", ""), *values.get("srcset", "").split()[::2]])
+        self.urls.extend(CSS_URL.findall(values.get("style", "")))
+
+    def handle_data(self, data: str) -> None:
+        if self._in_style:
+            self.urls.extend(CSS_URL.findall(data))
+
+
+CSS_URL = re.compile(r"""(?:url\(\s*['"]?|@import\s+['"])([^'")\s]+)""")
+
+
+def test_the_site_requests_nothing_from_another_host(site: Path) -> None:
+    """The site works offline and tells no third party who reads it: no web fonts, scripts,
+    images or styles from any other host, in the pages or in the stylesheets."""
+    own = urlsplit(site_url()).hostname
+    fetched: dict[str, str] = {}
+    for page in site_pages(site):
+        parser = _Requests()
+        parser.feed(page.read_text(encoding="utf-8"))
+        for url in parser.urls:
+            if url:
+                fetched.setdefault(url, str(page.relative_to(site)))
+    for sheet in site.rglob("*.css"):
+        for url in CSS_URL.findall(sheet.read_text(encoding="utf-8")):
+            fetched.setdefault(url, str(sheet.relative_to(site)))
+    assert fetched, "the parser found no requests at all: it is not reading the pages"
+    foreign = {
+        url: where
+        for url, where in fetched.items()
+        if urlsplit(url).scheme in ("http", "https", "")
+        and urlsplit(url).netloc
+        and urlsplit(url).hostname != own
+    }
+    assert foreign == {}, foreign
+
+
+def site_url() -> str:
+    found = re.search(r"^site_url:\s*(\S+)$", (ROOT / "mkdocs.yml").read_text("utf-8"), re.M)
+    assert found, "mkdocs.yml sets no site_url (the sitemap and canonical links need it)"
+    return found.group(1)
+
+
+def test_the_sitemap_lists_the_pages_under_the_site_url(site: Path) -> None:
+    sitemap = (site / "sitemap.xml").read_text(encoding="utf-8")
+    assert f"<loc>{site_url()}quickstart/</loc>" in sitemap
+    assert f"<loc>{site_url()}choosing/</loc>" in sitemap
+
+
+FENCE = re.compile(r"^([ \t]*)(```+|~~~+)([^\n]*)\n(.*?)^\1\2[ \t]*$", re.M | re.S)
+CODE_COLUMNS = 88
+"""How wide a code line on the site may be before the column cuts it off or scrolls."""
+
+
+def test_the_pages_code_blocks_fit_the_column() -> None:
+    too_wide = []
+    for page in sorted((ROOT / "docs").rglob("*.md")):
+        text = page.read_text(encoding="utf-8")
+        blocks = FENCE.findall(text)
+        for indent, _fence, _info, body in blocks:
+            for line in body.splitlines():
+                if len(line) - len(indent) > CODE_COLUMNS:
+                    too_wide.append(f"{page.relative_to(ROOT)}: {line.strip()[:60]}")
+    assert too_wide == [], "\n".join(too_wide)
 
 
 def test_the_readme_is_a_short_front_page() -> None:
@@ -64,6 +187,39 @@ def test_the_ci_runs_the_readmes_test_command() -> None:
     assert TEST_COMMAND in (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()
 
 
+def site_page(url: str) -> Path:
+    """The page under ``docs/`` that a URL of the site is built from."""
+    assert url.startswith(site_url()), url
+    path = url.removeprefix(site_url()).split("#")[0].strip("/")
+    candidates = [ROOT / "docs" / f"{path}.md", ROOT / "docs" / path / "index.md"]
+    found = [page for page in candidates if page.is_file()]
+    assert found, f"{url} is no page of the site"
+    return found[0]
+
+
+def test_the_readme_links_to_the_site_so_they_work_on_a_package_index() -> None:
+    """The README is also the package's description on the index, where relative links lead
+    nowhere: it links to the documentation site, and every such link is a page of it."""
+    text = README.read_text(encoding="utf-8")
+    relative = [t for t in re.findall(r"\]\(([^)\s]+)\)", text) if not re.match(r"[a-z]+://", t)]
+    assert relative == [], f"relative links in the README: {relative}"
+    defined = dict(re.findall(r"^\[([^\]]+)\]:\s*(\S+)\s*$", text, re.M))
+    used = set(re.findall(r"\]\[([^\]]+)\]", text))
+    assert used and used <= set(defined), f"undefined references: {used - set(defined)}"
+    to_site = [url for url in [*defined.values(), *re.findall(r"\]\((\S+?)\)", text)]]
+    to_site = [url for url in to_site if urlsplit(url).hostname == urlsplit(site_url()).hostname]
+    assert len(to_site) >= 20
+    for url in to_site:
+        site_page(url)
+    assert site_page(defined["choosing"]).name == "choosing.md"
+    section = re.search(r"^\[project\.urls\]\n(.*?)^\[", PYPROJECT.read_text("utf-8"), re.M | re.S)
+    assert section, "pyproject.toml has no [project.urls]"
+    urls = dict(re.findall(r'^(\w+) = "([^"]+)"$', section.group(1), re.M))
+    assert {"Homepage", "Documentation", "Source", "Changelog"} <= set(urls)
+    assert urls["Documentation"] == site_url()
+    assert site_page(urls["Changelog"]).name == "changelog.md"
+
+
 def test_the_readmes_and_pages_links_lead_somewhere() -> None:
     sources = [README, *sorted((ROOT / "docs").rglob("*.md"))]
     for source in sources:
@@ -73,22 +229,33 @@ def test_the_readmes_and_pages_links_lead_somewhere() -> None:
             assert (source.parent / target).exists(), f"{source.name} links to missing {target}"
 
 
-TITLED_BLOCK = re.compile(r'^```py title="([^"]+)"\n(.*?)^```$', re.M | re.S)
+def pytest_command() -> str:
+    """The ``pytest`` command of this environment (as a user types it, not ``python -m``)."""
+    command = Path(sys.executable).with_name("pytest")
+    assert command.exists(), f"no pytest command beside {sys.executable}"
+    return str(command)
+
+
+TITLED_BLOCK = re.compile(r'^```\w+ title="([^"]+)"\n(.*?)^```$', re.M | re.S)
 
 
 def test_the_testing_pages_suite_runs_with_the_plugin(tmp_path: Path) -> None:
     """The files shown on the testing page (```` ```py title="path" ````) are a suite of their
-    own: written out as shown, they pass under pytest with only the plugin's fixtures, and never
-    reach the application's Redis (its URL is a closed port)."""
+    own: written out as shown, they pass under plain ``pytest`` (the command, which unlike
+    ``python -m pytest`` puts no project folder on ``sys.path``) with only the plugin's
+    fixtures, and never reach the application's Redis (its URL is a closed port)."""
     files = TITLED_BLOCK.findall((ROOT / "docs" / "testing.md").read_text(encoding="utf-8"))
-    assert {path for path, _ in files} >= {"myapp/ids.py", "tests/test_ids.py"}
+    paths = {path for path, _ in files}
+    assert paths >= {"myapp/ids.py", "tests/test_ids.py", "pyproject.toml"}
     for path, source in files:
         (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / path).write_text(source, encoding="utf-8")
     (tmp_path / "myapp" / "__init__.py").touch()
     env = {**os.environ, "MYAPP_REDIS_URL": "redis://127.0.0.1:1/0"}
+    env.pop("PYTHONPATH", None)
+    env.pop("PYTEST_ADDOPTS", None)
     ran = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:randomly"],
+        [pytest_command(), "-q", "-p", "no:cacheprovider", "-p", "no:randomly"],
         cwd=tmp_path,
         env=env,
         capture_output=True,

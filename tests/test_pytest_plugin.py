@@ -8,6 +8,7 @@ subprocess with its Redis URL pointing at a closed port: its tests must never re
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import subprocess
 import sys
@@ -40,6 +41,85 @@ EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "app_with_tests"
 def test_the_plugin_is_an_entry_point() -> None:
     found = [point for point in entry_points(group="pytest11") if point.name == "sa_redis_ids"]
     assert [point.value for point in found] == ["sa_redis_ids.pytest_plugin"]
+
+
+HEAVY = ("sqlalchemy", "redis", "fakeredis")
+
+
+RUN_AND_LIST_MODULES = """
+import json, sys
+import pytest
+code = pytest.main(sys.argv[2:])
+with open(sys.argv[1], "w") as out:
+    json.dump(sorted(sys.modules), out)
+sys.exit(code)
+"""
+"""Runs pytest in this process (as the ``pytest`` command does) and writes down what it imported."""
+
+
+def _imported_by_a_pytest_run(project: Path, *args: str) -> set[str]:
+    """The modules a fresh pytest run with ``args`` had imported by its end, in ``project``."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTEST_ADDOPTS")}
+    listing = project / "modules.json"
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            RUN_AND_LIST_MODULES,
+            listing,
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            *args,
+        ],
+        cwd=project,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    return set(json.loads(listing.read_text(encoding="utf-8")))
+
+
+def test_the_plugin_imports_nothing_heavy_until_a_fixture_is_used(tmp_path: Path) -> None:
+    """Every pytest run on a machine with the package installed loads the plugin: in a project
+    that never uses its fixtures it must cost nothing (neither the library nor SQLAlchemy,
+    redis-py or fakeredis); a test that asks for a fixture gets them all."""
+    (tmp_path / "test_plain.py").write_text("def test_plain():\n    assert 1 + 1 == 2\n")
+    (tmp_path / "test_ids.py").write_text(
+        "def test_ids(redis_ids):\n    assert redis_ids.sequence('a').next_id() == 1\n"
+    )
+    for args in (["--collect-only"], ["test_plain.py"]):
+        imported = _imported_by_a_pytest_run(tmp_path, *args)
+        assert "sa_redis_ids.pytest_plugin" in imported, "the plugin was not loaded"
+        ours = {name for name in imported if name.split(".")[0] == "sa_redis_ids"}
+        assert ours == {"sa_redis_ids", "sa_redis_ids.pytest_plugin"}, args
+        assert {name for name in imported if name.split(".")[0] in HEAVY} == set(), args
+    used = _imported_by_a_pytest_run(tmp_path, "test_ids.py")
+    assert {"sa_redis_ids.ids", "sqlalchemy", "redis", "fakeredis"} <= used
+
+
+def test_every_public_name_loads_from_the_lazy_package() -> None:
+    """``sa_redis_ids`` imports its public names at first use (so the plugin costs nothing):
+    each one in ``__all__`` resolves, from the module that defines it, in a fresh process."""
+    code = (
+        "import sys, sa_redis_ids as p\n"
+        "assert 'sqlalchemy' not in sys.modules and 'redis' not in sys.modules\n"
+        "for name in p.__all__:\n"
+        "    value = getattr(p, name)\n"
+        "    assert getattr(value, '__name__', name) == name, name\n"
+        "assert set(dir(p)) >= set(p.__all__)\n"
+        "try:\n"
+        "    p.RedisIdz\n"
+        "except AttributeError as exc:\n"
+        "    print(exc)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=EXAMPLE
+    )
+    assert done.returncode == 0, done.stderr
+    assert "no attribute 'RedisIdz'" in done.stdout
 
 
 def test_its_fixtures_come_with_the_package(pytester: pytest.Pytester) -> None:
@@ -375,8 +455,9 @@ def test_the_example_apps_suite_passes_without_its_redis() -> None:
         "PYTHONDONTWRITEBYTECODE": "1",
     }
     env.pop("PYTEST_ADDOPTS", None)
-    done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"],
+    env.pop("PYTHONPATH", None)
+    done = subprocess.run(  # the pytest command, as a user types it (not python -m pytest)
+        [Path(sys.executable).with_name("pytest"), "-q", "-p", "no:cacheprovider"],
         cwd=EXAMPLE,
         env=env,
         capture_output=True,

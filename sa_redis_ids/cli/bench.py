@@ -73,7 +73,7 @@ def module_file(target: str) -> Path:
 
 def load(target: str) -> Any:
     """Import the module of ``target`` from the checkout next to this package; a
-    :class:`UsageError` when there is none (an installed package)."""
+    `UsageError` when there is none (an installed package)."""
     module_name = TARGETS[target][0]
     if not module_file(target).is_file():
         raise UsageError(NOT_HERE)
@@ -91,7 +91,7 @@ def load(target: str) -> Any:
 
 class BenchProgress:
     """The benchmarks' ``Progress`` interface (``step(label)``, ``finish()``) drawn by the
-    command line's :class:`~sa_redis_ids.cli.output.Progress`."""
+    command line's `Progress`."""
 
     def __init__(self, total: int, *, stream: TextIO | None = None, quiet: bool = False):
         self._progress = Progress(total, "bench", unit="steps", every=1, quiet=quiet, stream=stream)

@@ -3,18 +3,18 @@
 Two sources, in this order of preference:
 
 * ``--app module:attr``: the application's own ``RedisIds`` and generators, with every option and
-  ``floor=`` (see :func:`sa_redis_ids.cli.maintain.load_app`);
+  ``floor=`` (see `sa_redis_ids.cli.maintain.load_app`);
 * the **node claims**: each node records the options that shape a namespace's values the first
-  time a generator writes there (:mod:`sa_redis_ids.maintenance.claims`). Without ``--app`` the
+  time a generator writes there (`sa_redis_ids.maintenance.claims`). Without ``--app`` the
   generator is rebuilt from them. An option given on the command line must equal the recorded
-  one, else the command stops with a :class:`~sa_redis_ids.ConfigError`.
+  one, else the command stops with a [`ConfigError`][sa_redis_ids.ConfigError].
 
 Only when no node records a claim are the options taken from the command line (the library's
 defaults for the ones left out), and each command says what it does then.
 
 Every strategy option on the command line comes from the strategy's own declaration in the
-registry (:class:`~sa_redis_ids.generators.registry.OptionSpec`, the built-ins' in
-:mod:`~sa_redis_ids.generators.builtin`): its flag, how its text is read, its help and the factory
+registry ([`OptionSpec`][sa_redis_ids.generators.registry.OptionSpec], the built-ins' in
+`builtin`): its flag, how its text is read, its help and the factory
 keyword it sets. A strategy a user registers gets its options on every command the same way.
 """
 
@@ -140,7 +140,7 @@ def _read(spec: OptionSpec, value: Any) -> Any:
 def given_options(args: argparse.Namespace, kind: str) -> dict[str, Any]:
     """The generator options given for a ``kind`` generator, as factory keyword arguments.
 
-    An option of another strategy (``--fmt`` for a sequence) is a :class:`ConfigError`.
+    An option of another strategy (``--fmt`` for a sequence) is a [`ConfigError`][sa_redis_ids.ConfigError].
     """
     return _given(args, kind, per_call=False)
 
@@ -198,7 +198,7 @@ def generator_from_nodes(
     while they record others for the namespace, is refused as a likely mistake.
 
     When no node records a claim: a generator of ``--strategy`` (else ``default``) from the options
-    given and the library's defaults, and False; with neither, a :class:`ConfigError`: the
+    given and the library's defaults, and False; with neither, a [`ConfigError`][sa_redis_ids.ConfigError]: the
     application's options are unknown and would be guessed. A strategy whose claims cannot be read
     back (a snowflake) is always made from the options given; its nodes check them by the claim.
     """

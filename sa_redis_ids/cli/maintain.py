@@ -226,7 +226,7 @@ def describe(summary: MaintenanceSummary) -> str:
 
 
 def as_record(summary: MaintenanceSummary, *, precreate: bool) -> dict[str, Any]:
-    """The summary as the ``--json`` document (see :data:`JSON_KEYS`)."""
+    """The summary as the ``--json`` document (see `JSON_KEYS`)."""
     return {
         "started_at": plain(summary.started_at),
         "ok": summary.ok,

@@ -1,10 +1,10 @@
 """How the sub-commands print: one JSON document for ``--json``, progress on stderr.
 
-* :func:`add_json_option` / :func:`print_json`: ``--json`` prints exactly one JSON document on
+* `add_json_option` / `print_json`: ``--json`` prints exactly one JSON document on
   stdout (dates and times as ISO 8601 text, keys in a fixed order); errors stay one line on stderr
   with a non-zero exit, so a script reads stdout only when the exit status is 0 (or documented
   otherwise by the command).
-* :class:`Progress`: a ``tqdm`` bar on stderr when stderr is a terminal, plain lines otherwise
+* `Progress`: a ``tqdm`` bar on stderr when stderr is a terminal, plain lines otherwise
   (a log file or a pipe gets no carriage returns), nothing at all when ``quiet``.
 """
 

@@ -1,7 +1,7 @@
 """``sa-redis-ids parse VALUE [--strategy …]``: print the parts of an ID (time, shard, day, counter…).
 
 Every registered strategy whose generators are
-:class:`~sa_redis_ids.generators.abilities.Parseable` is offered, with the options it declares:
+[`Parseable`][sa_redis_ids.generators.abilities.Parseable] is offered, with the options it declares:
 VALUE is decoded by a generator of those options (built, never called: no command reaches Redis,
 but ``--redis-url`` repeated N times tells a sequence which of N nodes issued a value).
 

@@ -2,7 +2,7 @@
 
 Unlike the generators, these reads never need every node: a node that cannot be reached is
 reported (with its error) and the others are read all the same. Nothing here writes, except
-:func:`delete_claims`, which ``claims clear`` calls.
+`delete_claims`, which ``claims clear`` calls.
 
 The nodes are those the Redis options name, in their order (node ``k`` of ``N`` issues the values
 ``≡ k mod N``): each ``--redis-url`` (a server, or with ``--cluster`` a whole cluster), else the

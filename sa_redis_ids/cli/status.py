@@ -2,7 +2,7 @@
 
 For every namespace found under the key prefix (by its claim keys) or the one given: each
 strategy, the claim every node records, and the node's counters (see
-:func:`sa_redis_ids.cli.probe.counters`). For every node: whether it answers (with the error when
+`sa_redis_ids.cli.probe.counters`). For every node: whether it answers (with the error when
 it does not), its ``maxmemory-policy``, persistence (``CONFIG GET save``/``appendonly``,
 ``INFO persistence``) and replication (``INFO replication``: role, connected replicas); for a
 cluster, each of its servers. Nothing is written. A node that is down is reported; the others are
@@ -54,7 +54,7 @@ def register(sub: Any) -> None:
 
 
 def gather(args: argparse.Namespace) -> dict[str, Any]:
-    """The whole report as a JSON-ready dict (see :data:`JSON_KEYS`)."""
+    """The whole report as a JSON-ready dict (see `JSON_KEYS`)."""
     namespace = None if args.namespace is None else validate_namespace(args.namespace)
     found = probe.targets(args)
     try:

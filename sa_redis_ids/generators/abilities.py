@@ -2,16 +2,16 @@
 
 Maintenance, reseeding and the command line never ask a generator for its strategy's name; they
 ask whether it *has* an ability, with ``isinstance(generator, DayKeyed)``. A strategy of the
-library or a user's own (see :func:`~sa_redis_ids.generators.registry.register_strategy`) gets
+library or a user's own (see [`register_strategy`][sa_redis_ids.generators.registry.register_strategy]) gets
 the treatment of an ability by defining its members, nothing else:
 
-* :class:`DayKeyed`: counters per local day; maintenance pre-creates the coming days and purges
+* [`DayKeyed`][sa_redis_ids.generators.abilities.DayKeyed]: counters per local day; maintenance pre-creates the coming days and purges
   old ones, reseeding walks the days of a table (DatePrefixed, DailyCode);
-* :class:`Pool`: a fixed pool of values; maintenance reports how full it is, reseeding marks a
+* [`Pool`][sa_redis_ids.generators.abilities.Pool]: a fixed pool of values; maintenance reports how full it is, reseeding marks a
   table's values taken (ShortId);
-* :class:`Reseedable`: counters that can be raised above what a table holds, set-if-greater
+* [`Reseedable`][sa_redis_ids.generators.abilities.Reseedable]: counters that can be raised above what a table holds, set-if-greater
   (Sequence, the date-keyed ones);
-* :class:`Parseable`: a value can be decoded into its parts (Snowflake, Sequence, the date-keyed
+* [`Parseable`][sa_redis_ids.generators.abilities.Parseable]: a value can be decoded into its parts (Snowflake, Sequence, the date-keyed
   ones); ``sa-redis-ids parse`` offers exactly these strategies.
 
 The protocols are ``runtime_checkable``: ``isinstance`` checks that the members exist (not their
@@ -52,7 +52,7 @@ class Reseedable(Protocol):
 
     def ensure_at_least(self, value: Any) -> NodeChanges:
         """Make sure no value ``<= value`` is issued again (counters never move backwards);
-        :class:`~sa_redis_ids.ConfigError` before any write when a node records another claim."""
+        [`ConfigError`][sa_redis_ids.ConfigError] before any write when a node records another claim."""
         ...
 
 

@@ -1,12 +1,12 @@
 """The asyncio face of a generator: the same strategy, its calls awaited on the event loop.
 
-An :class:`AsyncIdGenerator` wraps a generator built on ``redis.asyncio`` clients (by
-:class:`~sa_redis_ids.asyncio.AsyncRedisIds`) and runs the very plans the sync generator runs
-(see :mod:`~sa_redis_ids.redis.plans`) with the asyncio driver: ``await ids.next_id()`` never
+An [`AsyncIdGenerator`][sa_redis_ids.generators.aio.AsyncIdGenerator] wraps a generator built on ``redis.asyncio`` clients (by
+[`AsyncRedisIds`][sa_redis_ids.asyncio.AsyncRedisIds]) and runs the very plans the sync generator runs
+(see `plans`) with the asyncio driver: ``await ids.next_id()`` never
 blocks the event loop and never uses a thread. Everything that does no I/O (``parse``,
 ``max_value``, ``namespace``, ``config`` …) is the wrapped generator's.
 
-A buffered generator (``block=``) gets an :class:`~sa_redis_ids.buffering.AsyncSegmentBuffer`
+A buffered generator (``block=``) gets an `AsyncSegmentBuffer`
 with the options of its thread buffer: blocks come from the same fetch, as a plan, prefetched by
 an ``asyncio`` task. The generator's own (thread) buffer is never used here.
 """
@@ -24,7 +24,7 @@ V = TypeVar("V", int, str)
 
 
 class AsyncIdGenerator(Generic[V]):
-    """Coroutine ``next_id()``/``next_ids(n)`` over ``generator`` (an :class:`IdGenerator`)."""
+    """Coroutine ``next_id()``/``next_ids(n)`` over ``generator`` (an [`IdGenerator`][sa_redis_ids.IdGenerator])."""
 
     def __init__(self, generator: IdGenerator[V]):
         self.generator: IdGenerator[V] = generator

@@ -1,6 +1,6 @@
 """What every ID generator shares: its namespace and nodes, batch validation, bounds, the claim.
 
-A generator is bound to one namespace of one :class:`~sa_redis_ids.RedisIds`. Subclasses implement
+A generator is bound to one namespace of one [`RedisIds`][sa_redis_ids.RedisIds]. Subclasses implement
 ``_take(n)``: fetch ``n`` values in one Redis round trip. Everything a generator needs to know about
 its limits (``max_value``, the Python type, a code's length) is fixed at construction, so the ORM
 layer can check it against a column before the first insert.
@@ -50,7 +50,7 @@ def check_count(n: object, *, most: int = MAX_BATCH) -> int:
 class GeneratorFloor(ABC):
     """A floor that must know the generator it serves (e.g. a column floor reading its range).
 
-    A generator given such a ``floor=`` calls :meth:`bind` once and uses the callable it returns.
+    A generator given such a ``floor=`` calls `bind` once and uses the callable it returns.
     """
 
     @abstractmethod
@@ -89,9 +89,9 @@ class IdGenerator(ABC, Generic[V]):
             floor.bind(self) if isinstance(floor, GeneratorFloor) else floor
         )
         self.headroom_option = check_headroom(headroom)
-        """``headroom=`` as given (None: the default, see :attr:`headroom`)."""
+        """``headroom=`` as given (None: the default, see `headroom`)."""
         self.headroom = 0
-        """Counter steps a heal leaves above the guard (see :mod:`~sa_redis_ids.generators.highwater`)."""
+        """Counter steps a heal leaves above the guard (see `highwater`)."""
         self.high: HighWater[Any] = HighWater(len(nodes), self.namespace)
         self.share_calls = True
         """Whether concurrent callers share round trips (see :mod:`sa_redis_ids.sharing`); set
@@ -101,7 +101,7 @@ class IdGenerator(ABC, Generic[V]):
         )
 
     def _set_headroom(self, capacity: int, max_block: int | None = None) -> None:
-        """Fix :attr:`headroom` once the per-node ``capacity`` and the largest block are known."""
+        """Fix `headroom` once the per-node ``capacity`` and the largest block are known."""
         chosen = self.headroom_option
         self.headroom = default_headroom(capacity, max_block) if chosen is None else chosen
 
@@ -167,7 +167,7 @@ class IdGenerator(ABC, Generic[V]):
         return self._nodes.each(self.namespace, action)
 
     def check_claims(self) -> None:
-        """Raise :class:`ConfigError` if a node records another claim than ours; change nothing.
+        """Raise `ConfigError` if a node records another claim than ours; change nothing.
 
         Writes that do not issue values (``ensure_at_least``, ``reserve``) call it first, so a run
         with other options than the application's (or another node list) stops before it touches
@@ -198,7 +198,7 @@ class IdGenerator(ABC, Generic[V]):
     @abstractmethod
     def _take_plan(self, n: int) -> Plan[list[V]]:
         """The plan fetching ``n`` (>= 1) values in one round trip (see
-        :mod:`~sa_redis_ids.redis.plans`); what a strategy implements."""
+        `plans`); what a strategy implements."""
 
     def _take(self, n: int) -> list[V]:
         """Fetch ``n`` (>= 1) values in one round trip (sync), shared with concurrent callers
@@ -209,7 +209,7 @@ class IdGenerator(ABC, Generic[V]):
 
     def _call_plan(self, action: Callable[[Node], Plan[T]]) -> Plan[T]:
         """Plan ``action`` on the next node that can answer (see ``NodeSet.call_plan``); reported
-        to the node set's observer when metrics are enabled (:mod:`sa_redis_ids.metrics`)."""
+        to the node set's observer when metrics are enabled (`sa_redis_ids.metrics`)."""
         nodes = self._nodes
         plan = nodes.call_plan(self.namespace, action)
         observer = nodes.observer

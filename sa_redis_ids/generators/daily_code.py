@@ -4,7 +4,7 @@
 ``TIME`` in ``tz`` (default ``Asia/Shanghai``), so app servers with skewed clocks agree on it. Each day
 has its own counter key, created atomically by the first call of the day and expiring
 ``grace_days`` after the day ends, so Redis does not fill up. A day whose counter reaches
-``10^digits − 1`` raises :class:`SequenceExhausted`: a code never grows a digit.
+``10^digits − 1`` raises `SequenceExhausted`: a code never grows a digit.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ class DailyCodeParts:
 
 
 def check_code_prefix(prefix: object) -> str:
-    """Validate a code prefix: 1–20 of ``[A-Za-z0-9_-]``, else :class:`ConfigError`."""
+    """Validate a code prefix: 1–20 of ``[A-Za-z0-9_-]``, else [`ConfigError`][sa_redis_ids.ConfigError]."""
     if not isinstance(prefix, str):
         raise ConfigError(f"code_prefix must be a str, not {type(prefix).__name__}")
     if not prefix:

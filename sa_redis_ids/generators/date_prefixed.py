@@ -7,9 +7,9 @@ the Lua call that also creates the field, so the hot path is one round trip.
 
 Bounds: the last day a configuration can serve is the last day whose largest value still fits a
 signed BIGINT (or 2^53 − 1 with ``js_safe``), capped by the format (``YY`` formats cover 2000–2099).
-A configuration must serve every day through :data:`HORIZON` (the end of the ``YY`` century), else
-it is a :class:`ConfigError` at construction. ``max_value`` is the largest value of that last day;
-an exhausted day raises :class:`SequenceExhausted` and never grows a digit.
+A configuration must serve every day through `HORIZON` (the end of the ``YY`` century), else
+it is a [`ConfigError`][sa_redis_ids.ConfigError] at construction. ``max_value`` is the largest value of that last day;
+an exhausted day raises [`SequenceExhausted`][sa_redis_ids.SequenceExhausted] and never grows a digit.
 """
 
 from __future__ import annotations
@@ -111,7 +111,7 @@ def _limit_name(js_safe: bool) -> str:
 class DatePrefixedGenerator(BufferedGenerator[int], DatedGenerator[int]):
     """Integers ``<date prefix><zero-padded day counter>``, unique across nodes and midnight.
 
-    ``block=`` buffers blocks of one ``HINCRBY`` (see :mod:`sa_redis_ids.buffering`); a
+    ``block=`` buffers blocks of one ``HINCRBY`` (see `sa_redis_ids.buffering`); a
     buffered block never spans two days: what is left of it at the day change is dropped (gaps).
     """
 
@@ -212,7 +212,7 @@ class DatePrefixedGenerator(BufferedGenerator[int], DatedGenerator[int]):
         return self.keys.key(self.strategy)
 
     def purge_before(self, day: date) -> list[date]:
-        """As :meth:`DatedGenerator.purge_before`, and first drop this process's buffered blocks of
+        """As [`DatedGenerator.purge_before`][sa_redis_ids.generators.day_counter.DatedGenerator.purge_before], and first drop this process's buffered blocks of
         the purged days (a fetch in flight included). Other processes keep theirs at most until
         those days end by their deadlines (maintenance purges days long over: none are left)."""
         day = self._purge_day(day)
@@ -226,9 +226,11 @@ class DatePrefixedGenerator(BufferedGenerator[int], DatedGenerator[int]):
 
     def id_range(self, start: datetime | date, end: datetime | date) -> tuple[int, int]:
         """``(low, high)``: inclusive bounds of every value this generator can issue for a time in
-        ``[start, end)``, so that::
+        ``[start, end)``, so that:
 
-            select(Order).where(Order.id.between(*order_ids.id_range(start, end)))
+        ```python
+        select(Order).where(Order.id.between(*order_ids.id_range(start, end)))
+        ```
 
         finds the rows made in that range. ``start`` and ``end`` are aware datetimes, or dates,
         which mean the start of that local day in the generator's ``tz``: ``id_range(day, day +
@@ -236,8 +238,8 @@ class DatePrefixedGenerator(BufferedGenerator[int], DatedGenerator[int]):
         are those of whole days: from the first value (counter ``start``) of the local day that
         holds ``start`` to the last possible value of the local day that holds the last instant
         before ``end``. A range partly outside the days the configuration covers
-        (:meth:`day_range`) is cut to them; one wholly outside them, a naive datetime or ``end <
-        start`` raise :class:`ConfigError`; ``start == end`` gives ``(1, 0)``, which matches
+        (`day_range`) is cut to them; one wholly outside them, a naive datetime or ``end <
+        start`` raise [`ConfigError`][sa_redis_ids.ConfigError]; ``start == end`` gives ``(1, 0)``, which matches
         nothing. No Redis call.
         """
         tz = self.clock.tz

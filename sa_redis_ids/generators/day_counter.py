@@ -1,12 +1,12 @@
 """What DatePrefixed and DailyCode share: a counter per local day, keyed by the Redis server's clock.
 
-The day comes from Redis ``TIME`` in a configured time zone (:class:`~sa_redis_ids.generators.day_window.DayClock`);
+The day comes from Redis ``TIME`` in a configured time zone (`DayClock`);
 each call sends the day window and the script picks the day, creates its counter atomically (one
 round trip) and increments it. With N nodes, node ``k`` issues counter parts
-``start + (c − 1)·N + k`` of its own counter ``c`` (as :mod:`~sa_redis_ids.generators.sequence`).
+``start + (c − 1)·N + k`` of its own counter ``c`` (as `sequence`).
 
 ``floor=``: a callable ``floor(day) -> int`` giving the highest counter part already used that day
-(for example read from the database by :func:`~sa_redis_ids.orm.floor.floor_from_column`). With a
+(for example read from the database by [`floor_from_column`][sa_redis_ids.floor_from_column]). With a
 floor the script does not create a missing counter; it says so, and the generator takes the Redlock
 for ``(namespace, day)``, checks again, seeds the counter above the floor, releases and retries.
 So a Redis that lost its data mid-day continues above what the database holds. When the counter
@@ -54,7 +54,7 @@ Floor = Callable[[date], int]
 """``floor(day)``: the highest counter part already used on ``day`` (0 when none)."""
 
 Locker = Callable[[str, "list[Node]"], "Redlock"]
-"""``locker(name, nodes)``: a new :class:`~sa_redis_ids.lock.Redlock` of that name on ``nodes``
+"""``locker(name, nodes)``: a new [`Redlock`][sa_redis_ids.Redlock] of that name on ``nodes``
 (seeding holds it with its plans, so it works on the sync and the asyncio driver alike)."""
 
 DAY_INIT_LOCK_TTL = 10.0
@@ -145,8 +145,8 @@ _Taken = tuple[list[V], _Day[Any], int]
 class DatedGenerator(IdGenerator[V]):
     """A counter per local day (Redis time, ``tz``), with floors, purging and precreation.
 
-    Subclasses say how a day and a counter part make a value (:meth:`compose`), how to read them
-    back (:meth:`day_and_counter`), where counters live (``storage``) and the counter's range.
+    Subclasses say how a day and a counter part make a value (`compose`), how to read them
+    back (`day_and_counter`), where counters live (``storage``) and the counter's range.
     """
 
     storage: str
@@ -189,17 +189,17 @@ class DatedGenerator(IdGenerator[V]):
         return [self.compose(day, counter) for counter in counters]
 
     def _day_part(self, day: date) -> Any:
-        """What :meth:`_compose` needs of ``day`` (a prefix number, a code's head), computed once
+        """What `_compose` needs of ``day`` (a prefix number, a code's head), computed once
         per day; by default the day itself."""
         return day
 
     def _compose(self, part: Any, first: int, n: int, step: int) -> list[V]:
         """The values of counter parts ``first, first + step, …`` (``n`` of them) of the day
-        whose :meth:`_day_part` is ``part``."""
+        whose `_day_part` is ``part``."""
         return self.compose_all(part, range(first, first + n * step, step))
 
     def _part(self, day: date) -> Any:
-        """:meth:`_day_part` of ``day``, cached."""
+        """`_day_part` of ``day``, cached."""
         parts = self._parts
         found = parts.get(day, parts)
         if found is parts:
@@ -247,7 +247,7 @@ class DatedGenerator(IdGenerator[V]):
         return run_plan(self._take_block_plan(n))
 
     def _take_block_plan(self, n: int) -> Plan[DatedBlock[V]]:
-        """The plan of :meth:`_take_block` (for a buffer on the asyncio driver)."""
+        """The plan of `_take_block` (for a buffer on the asyncio driver)."""
         values, day, now_ms = yield from self._call_plan(lambda node: self._take_on(node, n))
         return DatedBlock(day.day, values, now_ms, day.end_ms)
 
@@ -503,10 +503,10 @@ class DatedGenerator(IdGenerator[V]):
 
         A node that cannot be reached (or whose day lock stays held) is skipped with a warning
         on the ``sa_redis_ids`` logger: it creates its counter at its first call of the day.
-        Only when no node could be reached does it raise :class:`~sa_redis_ids.RedisUnavailable`
-        (with each node's error). Raises :class:`~sa_redis_ids.DayPurged` for a day at or
+        Only when no node could be reached does it raise [`RedisUnavailable`][sa_redis_ids.RedisUnavailable]
+        (with each node's error). Raises [`DayPurged`][sa_redis_ids.DayPurged] for a day at or
         before the purge marker, and ``TypeError``/``ValueError`` for what is not a ``date`` of
-        :meth:`day_range`.
+        [`day_range`][sa_redis_ids.generators.day_counter.DatedGenerator.day_range].
         """
         first, last_day = self.day_range()
         day = check_day("day", day, first=first, last=last_day)
@@ -614,7 +614,7 @@ class DatedGenerator(IdGenerator[V]):
         reachable). Returns ``(node, counter before or None, counter after)`` per node.
 
         A node that records another claim (other ``fmt``, ``length``, ``start``, ``digits``,
-        ``tz``…, another node list) raises :class:`~sa_redis_ids.ConfigError` before any node
+        ``tz``…, another node list) raises [`ConfigError`][sa_redis_ids.ConfigError] before any node
         changes; a node without a claim records ours together with the day's counter.
         """
         day, used = self.day_and_counter(value)

@@ -7,8 +7,8 @@ day whose boundaries hold it; if the Redis time is outside the window, the scrip
 time it read, the window is rebuilt around that time and the call is repeated. DST-correct
 because every boundary comes from ``zoneinfo``.
 
-Tests cross midnight by moving the node set's :class:`~sa_redis_ids.redis.nodes.RedisClock`
-(:func:`sa_redis_ids.testing.shift_time`); no script takes a time argument.
+Tests cross midnight by moving the node set's `RedisClock`
+([`sa_redis_ids.testing.shift_time`][sa_redis_ids.testing.shift_time]); no script takes a time argument.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ jump does), and a node whose clock is a little behind the others still finds its
 
 
 def zone(name: str) -> ZoneInfo:
-    """The ``ZoneInfo`` for an IANA name, or :class:`ConfigError` saying what is wrong: the name
+    """The ``ZoneInfo`` for an IANA name, or [`ConfigError`][sa_redis_ids.ConfigError] saying what is wrong: the name
     is not a zone name, no zone has that name, or Python finds no time-zone database at all."""
     if not isinstance(name, str):
         raise ConfigError(f"tz={name!r} must be a str naming an IANA time zone, such as 'UTC'")
@@ -75,7 +75,7 @@ for snowflakes a span within one millisecond): ``low > high``, so ``between`` ma
 
 
 def aware_instant(value: object, what: str) -> datetime:
-    """``value`` if it is an aware datetime (one instant everywhere): :class:`ConfigError` if it
+    """``value`` if it is an aware datetime (one instant everywhere): [`ConfigError`][sa_redis_ids.ConfigError] if it
     is naive, ``TypeError`` if it is not a datetime. ``what`` names the argument in the message."""
     if not isinstance(value, datetime):
         raise TypeError(f"{what} must be an aware datetime, not {type(value).__name__}")
@@ -111,7 +111,7 @@ def local_day(ms: int, tz: ZoneInfo) -> date:
 class DayWindow:
     """One day window: its days, their labels and UTC boundaries, and the script arguments.
 
-    Immutable; a :class:`DayClock` replaces its window as a whole, so a reader that takes
+    Immutable; a `DayClock` replaces its window as a whole, so a reader that takes
     ``clock.window`` once sees days, keys and arguments that belong together.
     """
 
@@ -140,7 +140,7 @@ class DayClock:
         self.tz = zone(tz)
         self._now = now
         self.window: DayWindow
-        """The current window (replaced whole by :meth:`recenter`)."""
+        """The current window (replaced whole by `recenter`)."""
         self.recenter(int(now() * 1000))
 
     def recenter(self, around_ms: int) -> None:

@@ -6,14 +6,14 @@ below values already handed out, and without a defence the next calls hand them 
 
 Defences, in layers, shared by every strategy:
 
-* **High-water marks.** A :class:`HighWater` remembers, per node, the highest state this process
+* **High-water marks.** A `HighWater` remembers, per node, the highest state this process
   received from it (a counter, a day and its counter, a snowflake millisecond and slot, a pool's
   running total). Every issuing script is told that mark as its *guard*: a state that is missing or
   below it is first raised to the guard plus *headroom*, then values are issued. The heal is logged
   as a WARNING on the ``sa_redis_ids.rewinds`` logger and counted (``generator.rewinds``, exported
-  as ``sa_redis_ids_rewinds_total`` by :mod:`sa_redis_ids.metrics`).
+  as ``sa_redis_ids_rewinds_total`` by `sa_redis_ids.metrics`).
 * **Floors.** With ``floor=`` (the database's view, e.g.
-  :func:`~sa_redis_ids.orm.floor.floor_from_column`), the floor is read once per process and node
+  [`floor_from_column`][sa_redis_ids.floor_from_column]), the floor is read once per process and node
   at first use, and again whenever a script finds the state missing or below the guard; the guard
   then is the higher of the mark and the floor.
 * **Identity.** Every script reads the node's replication ID (``INFO replication``), which
@@ -162,7 +162,7 @@ def heal_args(
 
 
 def checked_floor(value: object, *, call: str, what: str, namespace: str) -> int:
-    """A floor's answer if it is a non-negative int, else :class:`ConfigError` saying what fits."""
+    """A floor's answer if it is a non-negative int, else [`ConfigError`][sa_redis_ids.ConfigError] saying what fits."""
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise ConfigError(
             f"{call} returned {value!r}; it must return {what} as a non-negative int (0 when none)",

@@ -1,11 +1,11 @@
 """The open set of strategies: a name, and how to build a generator of it.
 
-Every factory of :class:`~sa_redis_ids.RedisIds` and :class:`~sa_redis_ids.asyncio.AsyncRedisIds`
+Every factory of [`RedisIds`][sa_redis_ids.RedisIds] and [`AsyncRedisIds`][sa_redis_ids.asyncio.AsyncRedisIds]
 goes through this registry: ``ids.sequence("users")`` is ``ids.generator("sequence", "users")``.
-A user adds a strategy with :func:`register_strategy` (its Lua in its own package, see
-:func:`~sa_redis_ids.redis.scripts.script_source`); it then works with ``ids.generator``, the ORM
+A user adds a strategy with [`register_strategy`][sa_redis_ids.generators.registry.register_strategy] (its Lua in its own package, see
+`script_source`); it then works with ``ids.generator``, the ORM
 glue and maintenance, which ask a generator for its abilities by type
-(:mod:`~sa_redis_ids.generators.abilities`), never by name.
+([`abilities`][sa_redis_ids.generators.abilities]), never by name.
 """
 
 from __future__ import annotations
@@ -80,7 +80,7 @@ Build = Callable[..., "IdGenerator[Any]"]
 
 
 def switch(text: str) -> bool:  # pragma: no cover - a switch takes no text
-    """The parser of an :class:`OptionSpec` that is a switch (``--js-safe``): present means True."""
+    """The parser of an [`OptionSpec`][sa_redis_ids.generators.registry.OptionSpec] that is a switch (``--js-safe``): present means True."""
     raise TypeError("a switch takes no value")
 
 
@@ -100,7 +100,7 @@ class OptionSpec:
     help: str = ""
     parse: Callable[[str], Any] = str
     """Text to value (``int``…): an argparse ``type``, so ``ArgumentTypeError``/``ValueError``
-    give a one-line usage error. :func:`switch` makes a flag without value that means True."""
+    give a one-line usage error. [`switch`][sa_redis_ids.generators.registry.switch] makes a flag without value that means True."""
     recorded: str = ""
     """The name under which the generator's ``config`` records the option, if not ``keyword``
     (``daily_code`` records ``code_prefix`` as ``prefix``)."""
@@ -142,10 +142,10 @@ class Strategy:
     summary: str
     generator: type[IdGenerator[Any]] | None = None
     """The class ``build`` returns: the command line offers ``parse`` for it when it is
-    :class:`~sa_redis_ids.generators.abilities.Parseable`, ``maintain`` when it is date-keyed or a
+    [`Parseable`][sa_redis_ids.generators.abilities.Parseable], ``maintain`` when it is date-keyed or a
     pool; its ``strategy`` attribute is the key part of its claims."""
     options: tuple[OptionSpec, ...] = ()
-    """Its command-line options (see :class:`OptionSpec`)."""
+    """Its command-line options (see [`OptionSpec`][sa_redis_ids.generators.registry.OptionSpec])."""
     config_kind: str = ""
     """The first part of its generators' ``config`` (``sequence`` of ``sequence:start=1``);
     default: the name."""
@@ -170,7 +170,7 @@ class Strategy:
 
     def has(self, ability: type) -> bool:
         """Whether its generators have ``ability`` (a protocol of
-        :mod:`~sa_redis_ids.generators.abilities`), judged by the methods of the declared class
+        [`abilities`][sa_redis_ids.generators.abilities]), judged by the methods of the declared class
         (a generator itself is asked with ``isinstance``)."""
         return self.generator is not None and _class_has(self.generator, ability)
 
@@ -203,9 +203,9 @@ def register_strategy(
 ) -> None:
     """Register strategy ``name`` (lowercase letters, digits, ``_``): ``ids.generator(name, ns,
     **options)`` then calls ``build(context, ns, **options)``. A second registration of a name
-    raises :class:`ConfigError` unless ``replace=True``.
+    raises [`ConfigError`][sa_redis_ids.ConfigError] unless ``replace=True``.
 
-    What the tools read (see :class:`Strategy`): ``generator``, the class ``build`` returns;
+    What the tools read (see [`Strategy`][sa_redis_ids.generators.registry.Strategy]): ``generator``, the class ``build`` returns;
     ``options``, its command-line options; ``config_kind``, the first part of its ``config``
     (default ``name``); ``from_claims=True`` when a generator can be rebuilt from that config.
     """
@@ -244,7 +244,7 @@ def register_strategy(
 
 
 def strategy(name: str) -> Strategy:
-    """The registered strategy ``name``, or :class:`ConfigError` listing the known ones."""
+    """The registered strategy ``name``, or [`ConfigError`][sa_redis_ids.ConfigError] listing the known ones."""
     found = _STRATEGIES.get(name) if isinstance(name, str) else None
     if found is None:
         known = ", ".join(sorted(_STRATEGIES))
@@ -253,7 +253,12 @@ def strategy(name: str) -> Strategy:
 
 
 def strategies() -> list[Strategy]:
-    """Every registered strategy, by name."""
+    """Every registered strategy, by name.
+
+    A strategy is registered when the module that declares it is imported: the five built-in
+    ones with `sa_redis_ids.generators.builtin`, which the front ends
+    ([`RedisIds`][sa_redis_ids.RedisIds], `AsyncRedisIds`) and the command line import.
+    """
     return [_STRATEGIES[name] for name in sorted(_STRATEGIES)]
 
 
@@ -265,8 +270,8 @@ def strategy_of_config(config: str) -> Strategy | None:
 
 def load_strategy_modules(modules: Iterable[str] | None = None) -> list[str]:
     """Import the modules that register users' strategies: the entry points of group
-    :data:`ENTRY_POINT_GROUP` and the modules named in ``$SA_REDIS_IDS_STRATEGIES`` (or
-    ``modules``); the names imported. A module that cannot be imported is a :class:`ConfigError`.
+    [`ENTRY_POINT_GROUP`][sa_redis_ids.generators.registry.ENTRY_POINT_GROUP] and the modules named in ``$SA_REDIS_IDS_STRATEGIES`` (or
+    ``modules``); the names imported. A module that cannot be imported is a [`ConfigError`][sa_redis_ids.ConfigError].
     """
     names = list(modules) if modules is not None else _env_modules()
     loaded: list[str] = []

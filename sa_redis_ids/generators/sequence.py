@@ -6,7 +6,7 @@ step is needed and none can silently fail. The script compares the
 counter with its limit as text, so values up to 2^63 − 1 stay exact although Lua numbers are doubles.
 
 With ``block=`` the generator takes a block of counters with one ``INCRBY`` and hands the values out
-from memory (see :mod:`sa_redis_ids.buffering`); each block is one node's residue class, so
+from memory (see `sa_redis_ids.buffering`); each block is one node's residue class, so
 multi-node uniqueness is unchanged. Values buffered when the process exits are gaps.
 """
 
@@ -46,10 +46,10 @@ class SequenceParts:
 class SequenceGenerator(BufferedGenerator[int]):
     """Increasing integers, unique across every node and process of one namespace.
 
-    ``block`` (an int or :class:`~sa_redis_ids.buffering.Buffering`) turns on segment
+    ``block`` (an int or [`Buffering`][sa_redis_ids.Buffering]) turns on segment
     buffering. ``floor()`` returns the highest value already used (e.g. ``MAX(id)`` of the table,
-    see :func:`~sa_redis_ids.orm.floor.floor_from_column`); ``headroom`` is how far above what is
-    known a lost counter resumes (see :mod:`~sa_redis_ids.generators.highwater`).
+    see [`floor_from_column`][sa_redis_ids.floor_from_column]); ``headroom`` is how far above what is
+    known a lost counter resumes (see `highwater`).
     """
 
     strategy = "seq"
@@ -169,10 +169,10 @@ class SequenceGenerator(BufferedGenerator[int]):
 
         Used to reseed Redis from a table's current maximum. Every node is raised (all must be
         reachable). Returns ``(node, counter before or None, counter after)`` per node.
-        ``value`` is an int from 0 to :attr:`max_value` (``TypeError``/``ValueError`` otherwise).
+        ``value`` is an int from 0 to `max_value` (``TypeError``/``ValueError`` otherwise).
 
         A node that records another claim (other ``start``, another node list) raises
-        :class:`~sa_redis_ids.ConfigError` before any node changes; a node without a claim records
+        [`ConfigError`][sa_redis_ids.ConfigError] before any node changes; a node without a claim records
         ours together with its counter.
         """
         check_value_int("value", value, low=0, high=self._limit)

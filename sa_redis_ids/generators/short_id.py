@@ -2,7 +2,7 @@
 
 The pool is ``offset … offset + pool_size − 1`` (by default the 8-digit numbers 10000000–19999999);
 bit ``i`` of the pool is set once ``offset + i`` is issued. One Lua call per batch first tries a
-random bit per value (48 random bits each, from :mod:`secrets`), all tries of up to 1,000 values
+random bit per value (48 random bits each, from `secrets`), all tries of up to 1,000 values
 in one ``BITFIELD … SET u1`` whose answers say which bits were free. For a try that hit a taken
 bit it searches with ``BITPOS`` from that bit's byte, wraps around to the start when nothing after
 it is free, ignores answers past the pool (``BITPOS`` pads the string with zeros) and ``SETBIT``s
@@ -21,7 +21,7 @@ each process remembers the positions it took (a sparse bitmap, at most ``pool_si
 the highest total it received. A total that is missing or below what the process received means
 the node lost or rewound its bitmap: before issuing anything, the process marks taken again every
 position it knows of (its own, and with ``floor=`` every value the table holds, e.g.
-:func:`~sa_redis_ids.floor_from_column`), so no issued value comes back while that process or the
+[`floor_from_column`][sa_redis_ids.floor_from_column]), so no issued value comes back while that process or the
 table remembers it. With a floor, the table's values are also marked once per process and node at
 first use.
 """
@@ -463,7 +463,7 @@ class ShortIdGenerator(IdGenerator[int]):
         """Near a full pool the node in turn may have too little left: take what each node has.
 
         Several round trips; all or nothing: if the nodes together cannot give ``n`` values, the
-        ones taken are released again and :class:`SequenceExhausted` is raised.
+        ones taken are released again and [`SequenceExhausted`][sa_redis_ids.SequenceExhausted] is raised.
         """
         taken: list[int] = []
         for node in self._nodes.nodes:
@@ -498,7 +498,7 @@ class ShortIdGenerator(IdGenerator[int]):
         return int(used)
 
     def _mark(self, values: Iterable[int], bit: int) -> int:
-        """:meth:`_mark_plan` on sync clients."""
+        """`_mark_plan` on sync clients."""
         return run_plan(self._mark_plan(values, bit))
 
     def _mark_plan(self, values: Iterable[int], bit: int) -> Plan[int]:
@@ -538,7 +538,7 @@ class ShortIdGenerator(IdGenerator[int]):
 
         Every value is checked before anything is sent, so an out-of-pool value reserves nothing,
         and so is every node's claim: a node that records another ``pool_size`` or ``offset`` (or
-        another node list) raises :class:`~sa_redis_ids.ConfigError` and nothing is reserved.
+        another node list) raises [`ConfigError`][sa_redis_ids.ConfigError] and nothing is reserved.
         """
         chosen = check_values("values", values)
         for value in chosen:

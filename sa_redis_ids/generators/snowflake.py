@@ -9,19 +9,19 @@ numbers are doubles.
   sequence bits (runs out in 2095). ``"compat"``: the classic layout, milliseconds since 1970 with the
   same widths, to decode and continue IDs of existing deployments; it warns, because it runs out in
   2039. ``"js_safe"``: 41/0/12 since 2026-01-01, every ID at most 2^53 − 1. Or any
-  :class:`SnowflakeLayout`.
+  [`SnowflakeLayout`][sa_redis_ids.SnowflakeLayout].
 * **Sequence used up.** When a millisecond's slots are used up the script moves on to the next
   millisecond even if the clock has not reached it yet (borrowing); IDs never repeat.
 * **Clock backwards** means the Redis time is behind the latest time *seen*, not behind the last
   millisecond issued (which may be borrowed). Up to ``tolerance_ms`` behind, the node keeps issuing
-  after its last millisecond; further behind it raises :class:`~sa_redis_ids.ClockMovedBackwards`.
+  after its last millisecond; further behind it raises [`ClockMovedBackwards`][sa_redis_ids.ClockMovedBackwards].
 * **Lost state.** A node without state for the namespace (a new namespace, or ``FLUSHALL``, a restart
   without persistence, a failover to a replica that missed the last writes) starts at its clock +
   ``headroom`` + 1 ms (``headroom`` defaults to ``tolerance_ms``). A process that already received
   IDs from the node remembers the last (millisecond, slot) and resumes after the later of that and
   the clock, plus the headroom, so IDs it borrowed ahead of the clock are not repeated either; the
   same holds for a state rewound below it. ``floor=`` (the highest ID a table holds, see
-  :func:`~sa_redis_ids.floor_from_column`) adds the database's view.
+  [`floor_from_column`][sa_redis_ids.floor_from_column]) adds the database's view.
 * **N nodes** (a step scheme): node ``k`` of ``N`` only issues sequence values ``≡ k (mod
   N)``, so two nodes can never produce the same (millisecond, shard, sequence).
 """
@@ -48,7 +48,7 @@ UNIX_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 DEFAULT_EPOCH_MS = 1_767_225_600_000
 """2026-01-01T00:00:00Z, the epoch of the ``default`` and ``js_safe`` layouts."""
 DEFAULT_TOLERANCE_MS = 1000
-"""How far the Redis clock may fall behind before :class:`ClockMovedBackwards` is raised."""
+"""How far the Redis clock may fall behind before `ClockMovedBackwards` is raised."""
 MAX_TOLERANCE_MS = 3_600_000
 SNOWFLAKE_MAX_BATCH = 100_000
 """The most IDs one ``next_ids`` call may take (more would borrow far into the future)."""
@@ -92,7 +92,7 @@ class SnowflakeLayout:
 
     ``time_bits + shard_bits + sequence_bits`` must be at most 63, so IDs stay positive in a signed
     BIGINT. Each millisecond holds ``2**sequence_bits`` IDs per namespace (split across nodes), and
-    the layout runs out ``2**time_bits`` ms after ``epoch_ms`` (:attr:`runs_out_at`).
+    the layout runs out ``2**time_bits`` ms after ``epoch_ms`` ([`runs_out_at`][sa_redis_ids.SnowflakeLayout.runs_out_at]).
     """
 
     epoch_ms: int = DEFAULT_EPOCH_MS
@@ -172,7 +172,7 @@ class SnowflakeLayout:
         """The IDs of ``n`` consecutive slots from slot ``slot`` of millisecond ``since`` (after
         the epoch) for ``shard``, a millisecond holding ``slots`` slots; slot ``s`` is sequence
         ``s·step + index`` (node ``index`` of ``step`` owns those). The one place IDs are packed;
-        its inputs are trusted (:meth:`compose` checks them, the generator has them from Redis).
+        its inputs are trusted ([`compose`][sa_redis_ids.SnowflakeLayout.compose] checks them, the generator has them from Redis).
         """
         time_shift = self.shard_bits + self.sequence_bits
         shard_part = shard << self.sequence_bits
@@ -201,8 +201,8 @@ class SnowflakeLayout:
 
     def id_range(self, start: datetime, end: datetime) -> tuple[int, int]:
         """``(low, high)``: inclusive bounds of every ID of this layout whose time (the
-        millisecond :meth:`parse` gives) lies in ``[start, end)``, all shards and sequences; for
-        ``Model.id.between(low, high)``. See :meth:`SnowflakeGenerator.id_range`."""
+        millisecond [`parse`][sa_redis_ids.SnowflakeLayout.parse] gives) lies in ``[start, end)``, all shards and sequences; for
+        ``Model.id.between(low, high)``. See [`SnowflakeGenerator.id_range`][sa_redis_ids.SnowflakeGenerator.id_range]."""
         return self._id_range(start, end)
 
     def _id_range(
@@ -302,7 +302,7 @@ class _NodeCall:
 
 
 class SnowflakeGenerator(IdGenerator[int]):
-    """Time-ordered IDs with a shard and a sequence, decodable with :meth:`parse`."""
+    """Time-ordered IDs with a shard and a sequence, decodable with [`parse`][sa_redis_ids.SnowflakeGenerator.parse]."""
 
     strategy = "snowflake"
     python_type = int
@@ -488,15 +488,17 @@ class SnowflakeGenerator(IdGenerator[int]):
 
     def id_range(self, start: datetime, end: datetime) -> tuple[int, int]:
         """``(low, high)``: inclusive bounds of every ID this generator can issue whose time lies
-        in ``[start, end)`` (aware datetimes), so that::
+        in ``[start, end)`` (aware datetimes), so that:
 
-            select(Order).where(Order.id.between(*order_ids.id_range(start, end)))
+        ```python
+        select(Order).where(Order.id.between(*order_ids.id_range(start, end)))
+        ```
 
-        finds the rows made in that range. An ID's time is its millisecond, as :meth:`parse`
+        finds the rows made in that range. An ID's time is its millisecond, as [`parse`][sa_redis_ids.SnowflakeGenerator.parse]
         reads it: ``start <= parse(id).timestamp < end`` exactly when ``low <= id <= high``.
         The bounds come from the layout alone (every shard, node and sequence), with no Redis call.
         A range partly outside the layout's span is cut to it; one wholly outside it, a naive
-        datetime or ``end < start`` raise :class:`ConfigError`; ``start == end`` (or a range within
+        datetime or ``end < start`` raise [`ConfigError`][sa_redis_ids.ConfigError]; ``start == end`` (or a range within
         one millisecond) gives ``(1, 0)``, which matches nothing.
         """
         return self.layout._id_range(start, end, self.namespace)

@@ -4,9 +4,11 @@ The first write of a generator to a node records a claim for its namespace and s
 ``index/count|config``, where ``config`` holds every option that shapes values
 (``sequence:start=1``, ``date_prefixed:fmt=YYYYMMDD:length=19:start=1:tz=UTC``…). A tool that does
 not import the application (the command line without ``--app``) reads the claims to build each
-generator with the application's options instead of guessing them::
+generator with the application's options instead of guessing them:
 
-    invoices = generator_from_claims(ids, "invoices", "date_prefixed")   # None: no claim anywhere
+```python
+invoices = generator_from_claims(ids, "invoices", "date_prefixed")   # None: no claim anywhere
+```
 
 Which strategies can be read back is the registry's to say: those registered with
 ``from_claims=True`` (the built-ins but snowflake, whose config records its layout's bits, and any
@@ -68,7 +70,7 @@ def recorded_claims(ids: RedisIds, namespace: str, kind: str) -> list[tuple[str,
 def recorded_config(ids: RedisIds, namespace: str, kind: str) -> str | None:
     """The ``config`` the nodes record for ``namespace`` and ``kind``, or None when none does.
 
-    Nodes that record different configs raise :class:`ConfigError` naming each node's claim: the
+    Nodes that record different configs raise [`ConfigError`][sa_redis_ids.ConfigError] naming each node's claim: the
     namespace was used with other options at some point, and no single generator fits it.
     """
     claims = recorded_claims(ids, namespace, kind)
@@ -119,7 +121,7 @@ def generator_from_claims(
     records one.
 
     ``given`` are options a user asked for (factory keyword arguments); one that differs from the
-    claim raises :class:`ConfigError` rather than being used, and one the claim does not record
+    claim raises [`ConfigError`][sa_redis_ids.ConfigError] rather than being used, and one the claim does not record
     (``js_safe``, ``grace_days``) is passed on. The generator is also checked against each node's
     claim, so another node list (order or count) is refused here, before anything is written.
     """

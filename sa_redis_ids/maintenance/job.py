@@ -1,8 +1,8 @@
 """The maintenance run: pre-create upcoming day counters, purge old ones, report ShortId pools.
 
-One :meth:`Maintenance.run_once` walks every generator its :class:`~sa_redis_ids.RedisIds` made:
+One `Maintenance.run_once` walks every generator its [`RedisIds`][sa_redis_ids.RedisIds] made:
 
-* **date-keyed** generators (:class:`~sa_redis_ids.generators.abilities.DayKeyed`: DatePrefixed,
+* **date-keyed** generators ([`DayKeyed`][sa_redis_ids.generators.abilities.DayKeyed]: DatePrefixed,
   DailyCode, any registered strategy with that ability) get the counters of *today* and the ``precreate_days`` days after it created ahead of
   time (with their floor, under the first-of-day lock, where one is configured), so midnight's first
   request is a plain increment. Days older than the ``keep_days`` most recent ones (today counted)
@@ -10,7 +10,7 @@ One :meth:`Maintenance.run_once` walks every generator its :class:`~sa_redis_ids
   a late writer can never re-create them. ``precreate=False`` leaves creation to the generators'
   own first use (where their floor applies) and only purges. *Today* is the generator's own day: Redis ``TIME`` (or the
   injected ``now``) in the generator's time zone.
-* **pool** generators (:class:`~sa_redis_ids.generators.abilities.Pool`: ShortId) report how
+* **pool** generators ([`Pool`][sa_redis_ids.generators.abilities.Pool]: ShortId) report how
   full they are.
 
 Other generators are walked and left alone: the job asks each one for its abilities by type,
@@ -50,7 +50,7 @@ logger = logging.getLogger("sa_redis_ids.maintenance")
 
 
 class Maintained(Protocol):
-    """What the job needs of the instance it maintains (a :class:`~sa_redis_ids.RedisIds`):
+    """What the job needs of the instance it maintains (a [`RedisIds`][sa_redis_ids.RedisIds]):
     the generators it made, its nodes and a lock on them."""
 
     @property
@@ -108,7 +108,7 @@ class MaintenanceError:
 
 @dataclass(frozen=True)
 class MaintenanceSummary:
-    """The outcome of one :meth:`Maintenance.run_once`."""
+    """The outcome of one `Maintenance.run_once`."""
 
     started_at: datetime
     """UTC time of the run: Redis ``TIME`` (or the injected ``now``)."""
@@ -178,7 +178,7 @@ def strategy_name(generator: object) -> str:
 
 
 class Maintenance:
-    """The maintenance job of one :class:`~sa_redis_ids.RedisIds` (``ids.maintenance()``).
+    """The maintenance job of one [`RedisIds`][sa_redis_ids.RedisIds] (``ids.maintenance()``).
 
     ``keep_days``: how many most recent days keep their counters, today included (at least 2, so
     yesterday survives the midnight run). ``precreate_days``: how many days after today are created
@@ -441,7 +441,7 @@ class Maintenance:
         return sorted(names) or ["UTC"]
 
     def trigger(self) -> Any:
-        """The default trigger: see :func:`sa_redis_ids.maintenance.scheduling.default_trigger`."""
+        """The default trigger: see `sa_redis_ids.maintenance.scheduling.default_trigger`."""
         from sa_redis_ids.maintenance.scheduling import default_trigger
 
         return default_trigger(self.time_zones())

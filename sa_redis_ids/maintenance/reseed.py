@@ -1,14 +1,14 @@
 """Reseeding: raise a generator's Redis counters above what a database table already holds.
 
 After Redis lost its data, or when a table that had IDs before adopts a generator, the counters
-must start above the values in the table. :func:`reseed_from_table` reads the table and calls the
+must start above the values in the table. `reseed_from_table` reads the table and calls the
 generator's set-if-greater ``ensure_at_least`` (counters never move backwards, so running it twice,
 or while the application runs, is safe):
 
 Which treatment a generator gets depends on its abilities
-(:mod:`~sa_redis_ids.generators.abilities`), not its strategy's name:
+([`abilities`][sa_redis_ids.generators.abilities]), not its strategy's name:
 
-* a **counter** (:class:`~sa_redis_ids.generators.abilities.Reseedable`: Sequence, a user's
+* a **counter** ([`Reseedable`][sa_redis_ids.generators.abilities.Reseedable]: Sequence, a user's
   counter strategy): ``MAX(column)`` once, over the values from its ``start`` to its ``max_value``;
 * a **date-keyed** generator (``DayKeyed`` and ``Reseedable``: DatePrefixed, DailyCode): the maximum of every day in the table,
   newest first. Each day is one indexed ``MAX`` query below the previous day's lowest value, so only
@@ -83,7 +83,7 @@ class ReseedStep:
 
 @dataclass
 class ReseedReport:
-    """What :func:`reseed_from_table` did."""
+    """What `reseed_from_table` did."""
 
     namespace: str
     strategy: str

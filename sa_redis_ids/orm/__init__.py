@@ -2,21 +2,21 @@
 
 The modules, from the bottom up (each imports only those above it in this list):
 
-- :mod:`~sa_redis_ids.orm.sqlalchemy_internals`: the few SQLAlchemy internals used, and why;
-- :mod:`~sa_redis_ids.orm.checks`: what a column type holds on each dialect;
-- :mod:`~sa_redis_ids.orm.batches`: taking ``n`` values from a generator, sync or awaited on the
+- `sqlalchemy_internals`: the few SQLAlchemy internals used, and why;
+- `checks`: what a column type holds on each dialect;
+- `batches`: taking ``n`` values from a generator, sync or awaited on the
   ``AsyncSession``'s event loop;
-- :mod:`~sa_redis_ids.orm.default`: ``redis_id(generator)``, the column default (one reservation
+- `default`: ``redis_id(generator)``, the column default (one reservation
   per statement on the bulk and Core paths); a leaf: it knows no mapper or session;
-- :mod:`~sa_redis_ids.orm.columns`: ``redis_id_column(generator)``;
-- :mod:`~sa_redis_ids.orm.bindings`: which generator fills which mapped attribute:
+- `columns`: ``redis_id_column(generator)``;
+- `bindings`: which generator fills which mapped attribute:
   ``register(Model, generator, attr=None)``, the ``redis_id`` defaults of mapped columns,
   ``check_columns``;
-- :mod:`~sa_redis_ids.orm.reservations`: one ``next_ids(n)`` per generator for a session's pending
+- `reservations`: one ``next_ids(n)`` per generator for a session's pending
   objects; ``assign_ids``, ``assign_ids_async``;
-- :mod:`~sa_redis_ids.orm.events`: the session and mapper listeners (``before_flush``,
+- `events`: the session and mapper listeners (``before_flush``,
   ``before_insert``, ``mapper_configured``), installed when this package is imported;
-- :mod:`~sa_redis_ids.orm.floor`: a day's floor read from the table (date-keyed strategies).
+- `floor`: a day's floor read from the table (date-keyed strategies).
 """
 
 from sa_redis_ids.orm import events

@@ -1,12 +1,12 @@
 """Taking ``n`` values from a generator in as few ``next_ids`` calls as it allows, sync or awaited.
 
-A column is filled either by an :class:`~sa_redis_ids.IdGenerator` (sync redis-py clients) or by an
-:class:`~sa_redis_ids.generators.aio.AsyncIdGenerator` (``redis.asyncio`` clients). The ORM hooks
+A column is filled either by an [`IdGenerator`][sa_redis_ids.IdGenerator] (sync redis-py clients) or by an
+[`AsyncIdGenerator`][sa_redis_ids.generators.aio.AsyncIdGenerator] (``redis.asyncio`` clients). The ORM hooks
 and column defaults are synchronous code; under ``AsyncSession`` SQLAlchemy runs them inside a
 greenlet driven by the event loop, so an ``AsyncIdGenerator``'s ``next_ids`` is awaited on that
-loop from there (:func:`~sa_redis_ids.orm.sqlalchemy_internals.await_in_greenlet`): no thread, and
+loop from there (`await_in_greenlet`): no thread, and
 the loop serves other tasks while Redis answers. Under a plain ``Session`` nothing drives a loop,
-and an ``AsyncIdGenerator`` is refused with :class:`~sa_redis_ids.ConfigError`.
+and an ``AsyncIdGenerator`` is refused with [`ConfigError`][sa_redis_ids.ConfigError].
 """
 
 from __future__ import annotations
@@ -63,7 +63,7 @@ def _checked(generator: AnyGenerator, values: list[Any], n: int) -> list[Any]:
 def take_sync(generator: IdGenerator[Any], n: int) -> list[Any]:
     """``n`` values of a sync generator: one ``next_ids`` call, or one per ``max_batch`` values.
 
-    Raises :class:`~sa_redis_ids.SequenceExhausted` if the generator gave fewer values than asked
+    Raises [`SequenceExhausted`][sa_redis_ids.SequenceExhausted] if the generator gave fewer values than asked
     (rather than leave objects without an ID): the values it gave are dropped (gaps).
     """
     values: list[Any] = []
@@ -73,7 +73,7 @@ def take_sync(generator: IdGenerator[Any], n: int) -> list[Any]:
 
 
 async def take_async(generator: AsyncIdGenerator[Any], n: int) -> list[Any]:
-    """:func:`take_sync` of an ``AsyncIdGenerator``, awaited."""
+    """`take_sync` of an ``AsyncIdGenerator``, awaited."""
     values: list[Any] = []
     for size in _sizes(generator, n):
         values.extend(await generator.next_ids(size))
@@ -109,7 +109,7 @@ def take_all(wanted: Mapping[AnyGenerator, int]) -> dict[AnyGenerator, list[Any]
 
     Sync generators are called in turn. ``AsyncIdGenerator`` calls are awaited together on the
     event loop of the ``AsyncSession`` running this code (see the module docstring); under a sync
-    ``Session`` they raise :class:`~sa_redis_ids.ConfigError` before any Redis call. All or
+    ``Session`` they raise [`ConfigError`][sa_redis_ids.ConfigError] before any Redis call. All or
     nothing: an error from any generator leaves the values others gave unused (gaps).
     """
     asynchronous = [g for g in wanted if isinstance(g, AsyncIdGenerator)]
@@ -127,14 +127,14 @@ def take_all(wanted: Mapping[AnyGenerator, int]) -> dict[AnyGenerator, list[Any]
 
 
 def take(generator: AnyGenerator, n: int) -> list[Any]:
-    """:func:`take_all` of one generator."""
+    """`take_all` of one generator."""
     if isinstance(generator, AsyncIdGenerator):
         return take_all({generator: n})[generator]
     return take_sync(generator, n)
 
 
 async def take_all_async(wanted: Mapping[AnyGenerator, int]) -> dict[AnyGenerator, list[Any]]:
-    """:func:`take_all` from a coroutine: ``AsyncIdGenerator`` calls awaited together, each sync
+    """`take_all` from a coroutine: ``AsyncIdGenerator`` calls awaited together, each sync
     generator's call run in a worker thread (``asyncio.to_thread``) so the loop stays free."""
     asynchronous = [g for g in wanted if isinstance(g, AsyncIdGenerator)]
     taken: dict[AnyGenerator, list[Any]] = {}

@@ -1,15 +1,15 @@
 """Which generator fills which mapped attribute: ``register()``, the ``redis_id`` defaults found
 on mapped columns, and ``check_columns()``.
 
-A :class:`Binding` ties one column attribute of one mapped class to one generator. Bindings come
+A `Binding` ties one column attribute of one mapped class to one generator. Bindings come
 from two places and are treated alike afterwards: ``register(Model, generator, attr=None)``, and
 columns declared with ``default=redis_id(generator)`` (found when the mapper configures). A
 mapper's bindings include those of the classes it inherits from; they are kept in the ``info``
 dictionary of the class's SQLAlchemy ``ClassManager`` (so they go when the class is unmapped).
 
-Layers of :mod:`sa_redis_ids.orm`: the column default (:mod:`~sa_redis_ids.orm.default`) below
-this module, the flush reservation (:mod:`~sa_redis_ids.orm.reservations`) and the session and
-mapper events (:mod:`~sa_redis_ids.orm.events`) above it.
+Layers of `sa_redis_ids.orm`: the column default (`default`) below
+this module, the flush reservation (`reservations`) and the session and
+mapper events (`events`) above it.
 """
 
 from __future__ import annotations
@@ -127,7 +127,7 @@ def forget_resolved(mapper: Mapper[Any]) -> None:
 
 
 def all_bindings() -> list[Binding]:
-    """Every binding of every class still mapped (for :func:`~sa_redis_ids.orm.check_columns`)."""
+    """Every binding of every class still mapped (for `check_columns`)."""
     with _lock:
         found = list(_all)
     return [b for b in found if inspect(b.mapper.class_, raiseerr=False) is b.mapper]
@@ -189,7 +189,7 @@ def register(model: Any, generator: AnyGenerator, attr: str | None = None) -> Bi
     ORM flush reserves the IDs of all pending objects with one ``next_ids(n)`` per generator and a
     ``before_insert`` hook assigns them; bulk ``insert()``, ``bulk_insert_mappings`` and Core
     executemany take one reservation per statement through the column default this installs.
-    Register at import time, before the first insert. Raises :class:`ConfigError` for a class that is
+    Register at import time, before the first insert. Raises [`ConfigError`][sa_redis_ids.ConfigError] for a class that is
     not mapped, an attribute that is not a single table column, a column that already has a
     (``redis_id`` or other) Python default, a second registration, or a column that cannot hold the
     generator's values. ``generator`` may be an ``AsyncIdGenerator`` for models used with

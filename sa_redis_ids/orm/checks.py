@@ -191,7 +191,7 @@ def check_column(
     *,
     owner: str | None = None,
 ) -> None:
-    """Raise :class:`ConfigError` unless ``column`` holds every value ``generator`` can produce.
+    """Raise [`ConfigError`][sa_redis_ids.ConfigError] unless ``column`` holds every value ``generator`` can produce.
 
     ``dialect`` ``None`` is the mapping-time check: widths that depend on the dialect are skipped.
     ``owner`` names the mapped attribute (``"Order.id"``) for the message. An ``AsyncIdGenerator``

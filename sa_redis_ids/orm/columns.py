@@ -31,10 +31,12 @@ def redis_id_column(
     ``autoincrement=False``; a primary key unless ``primary_key=False`` (then ``unique=True``
     unless given). Other keyword arguments go to ``mapped_column``.
 
-    >>> class Order(Base):                                   # doctest: +SKIP
-    ...     __tablename__ = "orders"
-    ...     id: Mapped[int] = redis_id_column(ids.snowflake("orders"))
-    ...     code: Mapped[str] = redis_id_column(ids.daily_code("codes"), primary_key=False)
+    ```python
+    class Order(Base):
+        __tablename__ = "orders"
+        id: Mapped[int] = redis_id_column(ids.snowflake("orders"))
+        code: Mapped[str] = redis_id_column(ids.daily_code("codes"), primary_key=False)
+    ```
     """
     if not primary_key:
         kwargs.setdefault("unique", True)

@@ -5,17 +5,17 @@ path. This one reserves the IDs of the whole statement at its first call: ``next
 Redis round trip for ``session.execute(insert(Model), [dicts])``, ``bulk_insert_mappings`` or a Core
 executemany of any size (a multi-row ``insert().values([...])`` counts each row); the other rows
 take from that reservation. In the ORM flush the ``before_insert`` hook fills the attribute first
-(from the flush's reservation, see :mod:`sa_redis_ids.orm.events`), so the default is not called
+(from the flush's reservation, see `sa_redis_ids.orm.events`), so the default is not called
 at all. An explicitly given value is never replaced. If the generator raises (Redis down, counter
 exhausted), the statement fails before anything reaches the database, so no row is written without
 an ID; the error reaches the caller as itself, not wrapped in ``StatementError``.
-``INSERT … FROM SELECT`` is refused with :class:`~sa_redis_ids.ConfigError`: SQLAlchemy would call
+``INSERT … FROM SELECT`` is refused with [`ConfigError`][sa_redis_ids.ConfigError]: SQLAlchemy would call
 the default once for all its rows.
 
 The generator may be an ``AsyncIdGenerator``: under ``AsyncSession``/``AsyncConnection`` the
-reservation is awaited on the event loop (see :mod:`~sa_redis_ids.orm.batches`).
+reservation is awaited on the event loop (see `batches`).
 
-This module is a leaf of :mod:`sa_redis_ids.orm`: it knows nothing of mappers, bindings or session
+This module is a leaf of `sa_redis_ids.orm`: it knows nothing of mappers, bindings or session
 events, which sit above it.
 """
 

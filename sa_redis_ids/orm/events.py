@@ -1,7 +1,7 @@
 """The SQLAlchemy event listeners: one Redis round trip per generator per flush.
 
 ``before_flush`` reserves the IDs of the session's pending new objects whose bound attribute is
-unset, one ``next_ids(n)`` per generator (:func:`~sa_redis_ids.orm.reservations.reserve`). The
+unset, one ``next_ids(n)`` per generator (`reserve`). The
 reservation belongs to that session and that flush (``Session.info``); the ``before_insert`` hook
 assigns from it in insert order. After the flush, or when the session rolls back, the reservation
 is dropped: IDs a failed flush did not use are gaps, never handed to another flush or session. An
@@ -11,9 +11,9 @@ checks each binding's column against its generator.
 
 Under ``AsyncSession`` these hooks run in SQLAlchemy's greenlet; an ``AsyncIdGenerator``'s
 reservation is awaited there on the event loop, so the loop keeps serving other tasks while Redis
-answers (see :mod:`sa_redis_ids.orm.batches`).
+answers (see `sa_redis_ids.orm.batches`).
 
-:mod:`sa_redis_ids.orm` calls :func:`install` when it is imported (``import sa_redis_ids`` does),
+`sa_redis_ids.orm` calls `install` when it is imported (``import sa_redis_ids`` does),
 so the hooks are in place before any model uses ``redis_id()`` or ``register()``; on flushes
 without such models they cost a dictionary lookup per new object.
 """
@@ -31,7 +31,7 @@ from sa_redis_ids.orm.bindings import Binding, bindings_for
 from sa_redis_ids.orm.reservations import Reservation, pending_targets, reserve
 
 FLUSH_RESERVATION = "sa_redis_ids.reservation"
-"""``Session.info`` key of the current flush's :class:`~sa_redis_ids.orm.reservations.Reservation`."""
+"""``Session.info`` key of the current flush's `Reservation`."""
 
 _installed = False
 _install_lock = threading.Lock()
@@ -79,7 +79,7 @@ def _mapper_configured(mapper: Mapper[Any], class_: Any) -> None:
 
 
 def install() -> None:
-    """Install the listeners (idempotent; :mod:`sa_redis_ids.orm` calls it on import)."""
+    """Install the listeners (idempotent; `sa_redis_ids.orm` calls it on import)."""
     global _installed
     with _install_lock:
         if _installed:

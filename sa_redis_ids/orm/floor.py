@@ -1,6 +1,6 @@
 """``floor_from_column(engine_or_sessionmaker, column)``: a generator's floor read from the table.
 
-Given as ``floor=`` to any factory of :class:`~sa_redis_ids.RedisIds`, it is bound to that
+Given as ``floor=`` to any factory of [`RedisIds`][sa_redis_ids.RedisIds], it is bound to that
 generator. The generator reads it once per process and Redis node at first use, and again when a
 node's state is missing or behind what this process already received (Redis lost its data, a key
 was evicted, a failover went to a replica that was behind). What it reads depends on the strategy:
@@ -17,9 +17,11 @@ again. Rows still uncommitted when Redis lost its data are invisible to the quer
 what covers them.
 
 The column may be given lazily, as a zero-argument callable, when the model's own column default
-uses the generator (the model does not exist yet when the generator is made)::
+uses the generator (the model does not exist yet when the generator is made):
 
-    codes = ids.daily_code("orders", floor=floor_from_column(engine, lambda: Order.code))
+```python
+codes = ids.daily_code("orders", floor=floor_from_column(engine, lambda: Order.code))
+```
 """
 
 from __future__ import annotations

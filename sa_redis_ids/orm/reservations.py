@@ -1,13 +1,13 @@
 """Reserving the IDs of a session's pending objects: one ``next_ids(n)`` per generator.
 
-:func:`pending_targets` counts, per generator, the pending new objects whose bound attribute is
-unset; :func:`reserve` takes that many values of each generator (a generator that caps one call,
-like ShortId at 50,000 values, takes one call per cap) into a :class:`Reservation` that hands them
-out in order. The flush hooks (:mod:`sa_redis_ids.orm.events`) reserve before each flush;
-:func:`assign_ids` and :func:`assign_ids_async` reserve and assign at once, before the flush.
+`pending_targets` counts, per generator, the pending new objects whose bound attribute is
+unset; `reserve` takes that many values of each generator (a generator that caps one call,
+like ShortId at 50,000 values, takes one call per cap) into a `Reservation` that hands them
+out in order. The flush hooks (`sa_redis_ids.orm.events`) reserve before each flush;
+`assign_ids` and `assign_ids_async` reserve and assign at once, before the flush.
 
 Generators of the sync ``RedisIds`` are called as they are; an ``AsyncIdGenerator``'s calls are
-awaited on the event loop of the ``AsyncSession`` (see :mod:`sa_redis_ids.orm.batches`).
+awaited on the event loop of the ``AsyncSession`` (see `sa_redis_ids.orm.batches`).
 """
 
 from __future__ import annotations
@@ -102,7 +102,7 @@ def assign_ids(session: Session) -> int:
     One ``next_ids`` per generator. Useful to know IDs before the INSERT, e.g. to put them in a
     message; the flush then has nothing left to reserve. All or nothing: every generator's values
     are taken before any object is touched, so an error (say ``SequenceExhausted``) assigns none.
-    With an ``AsyncSession``, ``await session.run_sync(assign_ids)`` (or :func:`assign_ids_async`).
+    With an ``AsyncSession``, ``await session.run_sync(assign_ids)`` (or `assign_ids_async`).
     """
     targets = pending_targets(session)
     check_dialects(session, targets)
@@ -114,9 +114,9 @@ async def assign_ids_async(session: Any) -> int:
 
     Not needed to keep the event loop free any more: give ``redis_id()``/``register()`` an
     ``AsyncIdGenerator`` (from ``AsyncRedisIds``) and the flush awaits its reservations on the
-    loop by itself. Still useful to know the IDs before the flush, like :func:`assign_ids`.
+    loop by itself. Still useful to know the IDs before the flush, like `assign_ids`.
     An ``AsyncIdGenerator`` is awaited on the loop; a sync generator's call runs in a worker
-    thread (``asyncio.to_thread``), as before. All or nothing, like :func:`assign_ids`.
+    thread (``asyncio.to_thread``), as before. All or nothing, like `assign_ids`.
     """
     sync_session = getattr(session, "sync_session", session)
     targets = pending_targets(sync_session)

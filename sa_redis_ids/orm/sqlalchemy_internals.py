@@ -1,6 +1,6 @@
 """The SQLAlchemy internals this package cannot do without, and only here.
 
-Everything else in :mod:`sa_redis_ids.orm` uses SQLAlchemy's public, documented API. Each function
+Everything else in `sa_redis_ids.orm` uses SQLAlchemy's public, documented API. Each function
 below names the internal it touches and why no public API does the job. ``INTERNALS`` lists them;
 ``tests/test_sqlalchemy_internals.py`` exercises each one on the installed SQLAlchemy and fails
 with the internal's name when a release changes or removes it, so an upgrade that breaks one is
@@ -45,7 +45,7 @@ def attach_column_default(column: Column[Any], default: Any) -> None:
     """Give ``column``, already built and mapped, the Python-side default ``default``.
 
     ``register(Model, generator)`` adopts an existing model, so its column was constructed without
-    ``default=``. SQLAlchemy has no public way to add a default to an existing :class:`Column`;
+    ``default=``. SQLAlchemy has no public way to add a default to an existing `Column`;
     this does what ``Column(..., default=...)`` does inside its constructor:
     ``ColumnDefault(default)._set_parent_with_dispatch(column)`` (sets ``column.default`` and
     fires the ``before/after_parent_attach`` events), then ``column._reset_memoizations()``
@@ -101,7 +101,7 @@ def await_in_greenlet(coroutine: Coroutine[Any, Any, T]) -> T:
     as an alias) hands an awaitable to that loop and resumes with its result. It is the mechanism
     every asyncio dialect of SQLAlchemy uses, but is not documented as public API.
 
-    Raises :class:`sqlalchemy.exc.MissingGreenlet` (the coroutine closed, never started) when the
+    Raises `sqlalchemy.exc.MissingGreenlet` (the coroutine closed, never started) when the
     caller does not run under the asyncio extension: a plain synchronous ``Session``.
     """
     if importlib.util.find_spec("greenlet") is None:  # SQLAlchemy 2.1: the asyncio extra

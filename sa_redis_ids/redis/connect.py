@@ -73,7 +73,7 @@ def no_retries(asynchronous: bool = False) -> Any:
 
 def _cluster_from_url(url: str, options: dict[str, Any]) -> Any:
     """A ``RedisCluster``; redis-py asks a node for the slot map at once, so a cluster that cannot
-    be reached raises :class:`RedisUnavailable` here and one that is not a cluster ``ConfigError``."""
+    be reached raises [`RedisUnavailable`][sa_redis_ids.RedisUnavailable] here and one that is not a cluster ``ConfigError``."""
     try:
         return RedisCluster.from_url(url, **options)
     except (RedisClusterException, redis.RedisError) as exc:
@@ -126,7 +126,7 @@ def client_from_sentinel(
 
     redis-py's ``Sentinel.master_for`` asks the sentinels for the master's address whenever it
     connects, so after a failover the next connection reaches the new master. The sentinels and
-    the master get the same fail-fast timeouts and no redis-py retries as :func:`client_from_url`;
+    the master get the same fail-fast timeouts and no redis-py retries as `client_from_url`;
     ``sentinel_kwargs`` (e.g. a sentinel password) apply to the sentinel connections only, the other
     keyword arguments to the master's.
     """
@@ -212,7 +212,7 @@ def embedded_client(asynchronous: bool = False) -> Any:
     """An in-process fakeredis server with Lua, for laptops, demos and tests.
 
     Its data lives as long as the process; every call returns a client of a new, empty server.
-    A process forked from the one that made it gets :class:`ConfigError` on every command.
+    A process forked from the one that made it gets [`ConfigError`][sa_redis_ids.ConfigError] on every command.
     """
     try:
         import fakeredis

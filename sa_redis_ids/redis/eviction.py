@@ -51,7 +51,7 @@ def eviction_policies(client: Any, name: str) -> dict[str, str]:
 
 
 async def eviction_policies_async(client: Any, name: str) -> dict[str, str]:
-    """:func:`eviction_policies` of a ``redis.asyncio`` client."""
+    """`eviction_policies` of a ``redis.asyncio`` client."""
     if is_embedded(client):
         return {}
     if hasattr(client, "get_primaries"):  # redis.asyncio.RedisCluster
@@ -86,7 +86,7 @@ def eviction_risk(client: Any, name: str) -> str | None:
 
 
 async def eviction_risk_async(client: Any, name: str) -> str | None:
-    """:func:`eviction_risk` of a ``redis.asyncio`` client."""
+    """`eviction_risk` of a ``redis.asyncio`` client."""
     return risk_of(await eviction_policies_async(client, name))
 
 

@@ -2,7 +2,7 @@
 
 redis-py's general call path checks a connection out of the pool and back in on every command,
 polling the socket for stray data each time, and its ``Script`` wrapper adds a layer of its own;
-together they cost about as much as the server's work. A :class:`FastLane` keeps one connection
+together they cost about as much as the server's work. A `FastLane` keeps one connection
 per thread and pool (a plain client's pool, or a cluster node's) and sends ``EVALSHA`` on it
 directly, so a script call costs little more than a ``PING``.
 
@@ -111,7 +111,7 @@ class FastLane:
         self._local = threading.local()
         self._lock = threading.Lock()
         self._holding: dict[int, int] = {}
-        """Connections held per pool (by ``id``), within :func:`lane_share` of it."""
+        """Connections held per pool (by ``id``), within `lane_share` of it."""
         self._holding_pid = os.getpid()
 
     @staticmethod
@@ -196,7 +196,7 @@ class AsyncLane:
     sent on a connection the lane keeps, without redis-py's per-command layers (retries, hooks,
     the ``Script`` wrapper, the pool's lock and stray-data check on every checkout).
 
-    Per event loop the lane keeps up to its share of the pool (:func:`lane_share`) of the
+    Per event loop the lane keeps up to its share of the pool (`lane_share`) of the
     connections it finished with, in step, for its next calls; the others go back to the pool at
     once; a forked child keeps none of its parent's. A connection that broke, or whose reply a
     cancellation cut off, is closed and handed back to the pool; a broken connection or a redirect

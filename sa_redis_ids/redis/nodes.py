@@ -3,20 +3,20 @@
 With N independent nodes, node ``k`` only ever issues values of its own residue class (``k`` modulo
 ``N``), so any node can answer any call and the union never collides. A node that fails with a
 connection or timeout error is marked down for ``retry_after`` seconds and skipped; only when every
-node fails does a call raise :class:`RedisUnavailable`. A failed call never produces a value, and a
+node fails does a call raise [`RedisUnavailable`][sa_redis_ids.RedisUnavailable]. A failed call never produces a value, and a
 value a node issued but whose reply was lost is merely a gap: no other node can issue it.
 
 A node may also be a master with replicas (one server, a Sentinel service, a cluster). With
 ``replicas=N`` every script waits for ``N`` replicas to acknowledge its write before its values are
-handed out (:mod:`sa_redis_ids.redis.replication`); answers that mean "a failover is under way"
+handed out (`sa_redis_ids.redis.replication`); answers that mean "a failover is under way"
 (``READONLY``, ``NOREPLICAS``, ``MOVED``, ``TRYAGAIN``, ``MASTERDOWN`` …) count as the node being
 unavailable, never as a script error. At its first use a node's eviction policy is checked
-(:mod:`sa_redis_ids.redis.eviction`).
+(`sa_redis_ids.redis.eviction`).
 
 Logging: the ``sa_redis_ids.nodes`` logger says, once per transition and not once per failed call,
 when a node goes down (WARNING, with the node's name and the error) and when it answers again
-(INFO). With metrics enabled (:mod:`sa_redis_ids.metrics`) every error that marks a node down is
-also reported to the node set's :attr:`NodeSet.observer`.
+(INFO). With metrics enabled (`sa_redis_ids.metrics`) every error that marks a node down is
+also reported to the node set's `NodeSet.observer`.
 """
 
 from __future__ import annotations
@@ -146,10 +146,10 @@ def _hash_tag(key: Any) -> str | None:
 class RedisClock:
     """How far the Redis clock the scripts of a set of nodes see is moved from Redis ``TIME``.
 
-    Always 0 in production. A test moves it (:func:`sa_redis_ids.testing.shift_time`) to cross
+    Always 0 in production. A test moves it ([`sa_redis_ids.testing.shift_time`][sa_redis_ids.testing.shift_time]) to cross
     midnight or step the clock back without touching the server: scripts then run in a variant
-    whose time function adds :attr:`shift_ms`, and Python code that predicts Redis time (day
-    windows, buffer deadlines) reads :meth:`monotonic`.
+    whose time function adds `shift_ms`, and Python code that predicts Redis time (day
+    windows, buffer deadlines) reads `monotonic`.
     """
 
     __slots__ = ("shift_ms",)
@@ -235,7 +235,7 @@ class Node:
 
     def script(self, name: str) -> Script:
         """The registered script ``name`` for this node's client (registered once; see
-        :func:`~sa_redis_ids.redis.scripts.script_source` for names of a user's own scripts)."""
+        `script_source` for names of a user's own scripts)."""
         shift = self.clock.shift_ms
         key = name if not shift else f"{name}@{shift}"
         found = self._scripts.get(key)
@@ -254,7 +254,7 @@ class Node:
         what it waits for after the write) is decided in one place. With ``replicas=0`` it is
         redis-py's ``Script`` call; otherwise the script and ``WAIT`` share one round trip, and an ok
         reply that fewer than ``replicas`` replicas acknowledged raises
-        :class:`ReplicasNotAcknowledged` (its values are never handed out).
+        [`ReplicasNotAcknowledged`][sa_redis_ids.ReplicasNotAcknowledged] (its values are never handed out).
         """
         if not self._checked:
             self.first_use(_hash_tag(keys[0]) if keys else None)
@@ -275,7 +275,7 @@ class Node:
         return self._acknowledged(reply, acknowledged, keys)
 
     async def run_async(self, name: str, keys: Sequence[Any], args: Sequence[Any]) -> Any:
-        """:meth:`run` on a ``redis.asyncio`` client."""
+        """`run` on a ``redis.asyncio`` client."""
         if not self._checked:
             await self.first_use_async(_hash_tag(keys[0]) if keys else None)
         script = self.script(name)
@@ -329,7 +329,7 @@ class Node:
         """Check, once per node, that Redis will not evict the library's keys.
 
         Runs before the node's first script. A policy that can evict logs a warning on the
-        ``sa_redis_ids`` logger, or with ``strict=True`` raises :class:`ConfigError` now and on
+        ``sa_redis_ids`` logger, or with ``strict=True`` raises [`ConfigError`][sa_redis_ids.ConfigError] now and on
         every later call. A connection error leaves the node unchecked until its next use.
         """
         with self._lock:
@@ -339,7 +339,7 @@ class Node:
             raise ConfigError(self._refusal, namespace=namespace, node=self.name)
 
     async def first_use_async(self, namespace: str | None = None) -> None:
-        """:meth:`first_use` on a ``redis.asyncio`` client; concurrent first calls wait for the
+        """`first_use` on a ``redis.asyncio`` client; concurrent first calls wait for the
         one that sets the client up."""
         async with self._first_use_lock():  # one task sets the client up (a cluster's slot map)
             if not self._checked and self._refusal is None:
@@ -384,7 +384,7 @@ class Node:
 
 
 class NodeSet:
-    """The nodes of a :class:`~sa_redis_ids.RedisIds`, with round-robin rotation and failover."""
+    """The nodes of a [`RedisIds`][sa_redis_ids.RedisIds], with round-robin rotation and failover."""
 
     def __init__(
         self,
@@ -429,13 +429,13 @@ class NodeSet:
         self._down_since: dict[int, float] = {}
         self.observer: Observer | None = None
         """Where calls and node errors are reported when metrics are enabled (see
-        :mod:`sa_redis_ids.metrics`); None (the default) costs one check per call."""
+        `sa_redis_ids.metrics`); None (the default) costs one check per call."""
 
     def __len__(self) -> int:
         return len(self.nodes)
 
     def call(self, namespace: str, action: Callable[[Node], T]) -> T:
-        """:meth:`call_plan` of a sync ``action`` (admin work: claims, reseeding, statistics)."""
+        """`call_plan` of a sync ``action`` (admin work: claims, reseeding, statistics)."""
         return run_plan(self.call_plan(namespace, lambda node: now(action, node)))
 
     def call_plan(self, namespace: str, action: Callable[[Node], Plan[T]]) -> Plan[T]:
@@ -443,15 +443,15 @@ class NodeSet:
         answer.
 
         Nodes marked down are tried only after every healthy node failed. A node whose share is
-        used up (:class:`SequenceExhausted`: capacity is over all nodes, and calls of uneven sizes
+        used up ([`SequenceExhausted`][sa_redis_ids.SequenceExhausted]: capacity is over all nodes, and calls of uneven sizes
         drain the nodes unevenly) hands the call on too; the call raises ``SequenceExhausted`` only
         when every node said so. Other errors (a script status, a wrong key type) propagate at once.
 
-        One call spends about two :attr:`call_timeout` at most waiting on nodes: once they are
+        One call spends about two `call_timeout` at most waiting on nodes: once they are
         spent no further node is tried, so nodes that all hang cost two socket timeouts, not one
         each, while one hung node that is not yet known down never fails a call another node
         can answer. When every node failed only for want of replica acknowledgements, the error raised
-        is :class:`ReplicasNotAcknowledged`. The error of the last node tried is the ``__cause__``.
+        is [`ReplicasNotAcknowledged`][sa_redis_ids.ReplicasNotAcknowledged]. The error of the last node tried is the ``__cause__``.
         """
         nodes = self.nodes
         start = next(self._turn) % len(nodes) if len(nodes) > 1 else 0
@@ -476,7 +476,7 @@ class NodeSet:
         now: float,
         failure: BaseException | None,
     ) -> Plan[T]:
-        """:meth:`call_plan` after the node in turn failed with ``failure`` (or was down)."""
+        """`call_plan` after the node in turn failed with ``failure`` (or was down)."""
         order = self.nodes[start:] + self.nodes[:start]
         deadline = None if self.call_timeout is None else now + 2 * self.call_timeout
         errors: dict[str, BaseException] = {}
@@ -529,14 +529,14 @@ class NodeSet:
         raise RedisUnavailable(message, namespace=namespace, errors=errors) from last
 
     def on(self, node: Node, namespace: str, action: Callable[[Node], T]) -> T:
-        """:meth:`on_plan` of a sync ``action``."""
+        """`on_plan` of a sync ``action``."""
         return run_plan(self.on_plan(node, namespace, lambda node: now(action, node)))
 
     def on_plan(self, node: Node, namespace: str, action: Callable[[Node], Plan[T]]) -> Plan[T]:
         """Run plan ``action`` on one given node, translating redis-py errors to the library's.
 
         Connection failures and the answers of a node in the middle of a failover become
-        :class:`RedisUnavailable` and mark the node down for ``retry_after`` seconds.
+        [`RedisUnavailable`][sa_redis_ids.RedisUnavailable] and mark the node down for ``retry_after`` seconds.
         """
         try:
             result = yield from action(node)
@@ -607,7 +607,7 @@ class NodeSet:
         return [self.on(node, namespace, action) for node in self.nodes]
 
     def each_plan(self, namespace: str, action: Callable[[Node], Plan[T]]) -> Plan[list[T]]:
-        """:meth:`each` of plan ``action``."""
+        """`each` of plan ``action``."""
         results = []
         for node in self.nodes:
             results.append((yield from self.on_plan(node, namespace, action)))

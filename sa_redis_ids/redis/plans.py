@@ -3,15 +3,17 @@
 A *plan* is a Python generator that yields *effects* (run a script on a node, send one command,
 call a floor, sleep) and receives each effect's result, or has the effect's exception thrown into
 it at the ``yield``. It returns its answer. Every strategy, the node failover and the lock are
-written as plans, so their logic exists once; :func:`run_plan` runs a plan on sync redis-py
-clients and :func:`run_plan_async` awaits it on ``redis.asyncio`` clients::
+written as plans, so their logic exists once; `run_plan` runs a plan on sync redis-py
+clients and `run_plan_async` awaits it on ``redis.asyncio`` clients:
 
-    def take(node):                                   # a plan
-        reply = yield Run(node, "sequence", keys, args)
-        return int(reply[1])
+```python
+def take(node):                                   # a plan
+    reply = yield Run(node, "sequence", keys, args)
+    return int(reply[1])
 
-    run_plan(take(node))                              # sync front end
-    await run_plan_async(take(node))                  # asyncio front end
+run_plan(take(node))                              # sync front end
+await run_plan_async(take(node))                  # asyncio front end
+```
 
 A plan must not hold a thread lock across a ``yield`` when it may run on the asyncio driver.
 """
@@ -30,7 +32,7 @@ T = TypeVar("T")
 
 
 class Node(Protocol):
-    """What the effects need of a node (a :class:`~sa_redis_ids.redis.nodes.Node`)."""
+    """What the effects need of a node (a `Node`)."""
 
     client: Any
 
@@ -58,7 +60,7 @@ Plan = Generator[Effect, Any, T]
 
 
 class Run(Effect):
-    """Run the library script ``name`` on ``node`` (see :meth:`~sa_redis_ids.redis.nodes.Node.run`)."""
+    """Run the library script ``name`` on ``node`` (see `run`)."""
 
     __slots__ = ("args", "keys", "name", "node")
 

@@ -27,7 +27,7 @@ from sa_redis_ids.errors import ConfigError
 from sa_redis_ids.redis.connect import socket_timeout_of
 
 #: Seconds ``WAIT`` waits for the replicas by default: below the default socket timeout (1 s), so a
-#: missing replica shows as :class:`~sa_redis_ids.ReplicasNotAcknowledged`, not as a socket timeout.
+#: missing replica shows as `ReplicasNotAcknowledged`, not as a socket timeout.
 DEFAULT_REPLICA_TIMEOUT = 0.5
 
 
@@ -122,7 +122,7 @@ async def run_acknowledged_async(
     replicas: int,
     timeout_ms: int,
 ) -> tuple[Any, int]:
-    """:func:`run_acknowledged` on a ``redis.asyncio.Redis`` (a cluster is refused when the
+    """`run_acknowledged` on a ``redis.asyncio.Redis`` (a cluster is refused when the
     node is made: its pipelines cannot carry a keyless ``WAIT``)."""
     for attempt in (1, 2):
         async with client.pipeline(transaction=False) as pipe:

@@ -4,11 +4,11 @@ Scripts are ``.lua`` files shipped in ``sa_redis_ids/lua``; ``common.lua`` is pr
 are registered with redis-py's ``register_script`` once per client (``Script`` does EVALSHA and
 reloads on NOSCRIPT). A script answers a table ``{status, payload...}``; an issuing script answers
 its success as one space-separated string of the payload instead (``ok_reply`` in ``common.lua``),
-which :func:`check_reply` reads the same way.
+which `check_reply` reads the same way.
 
 Logging: a snowflake script that finds the Redis clock further behind than its tolerance logs a
 WARNING on the ``sa_redis_ids.clock`` logger (namespace, node and how many ms) as it raises
-:class:`~sa_redis_ids.ClockMovedBackwards`.
+[`ClockMovedBackwards`][sa_redis_ids.ClockMovedBackwards].
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from sa_redis_ids.errors import (
 
 
 class Named(Protocol):
-    """What error mapping needs of a node: its name (a :class:`~sa_redis_ids.redis.nodes.Node`)."""
+    """What error mapping needs of a node: its name (a `Node`)."""
 
     @property
     def name(self) -> str: ...
@@ -93,10 +93,10 @@ def _script_file(name: str) -> str:
 
 @cache
 def script_source(name: str, shift_ms: int = 0) -> str:
-    """The text of script ``name`` (see :func:`_script_file`) with ``common.lua`` prepended and
+    """The text of script ``name`` (see `_script_file`) with ``common.lua`` prepended and
     its ``--! include`` lines resolved.
 
-    ``shift_ms`` (tests only, see :func:`sa_redis_ids.testing.shift_time`) builds a variant whose
+    ``shift_ms`` (tests only, see [`sa_redis_ids.testing.shift_time`][sa_redis_ids.testing.shift_time]) builds a variant whose
     ``redis_now_ms()`` runs that many milliseconds ahead of Redis ``TIME``; the library's own
     calls always use the unshifted text, and no script takes a time argument.
     """

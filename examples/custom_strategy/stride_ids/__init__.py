@@ -6,7 +6,7 @@ and no coordination is needed. Importing this module registers the strategy.
 
 What a strategy is made of (see README.md beside this package):
 
-* an :class:`~sa_redis_ids.generators.base.IdGenerator` subclass: ``strategy`` (the key part),
+* an `IdGenerator` subclass: ``strategy`` (the key part),
   ``python_type``, ``max_value``, ``config`` (the options that shape values, recorded on each
   node as its claim) and ``_take_plan(n)``, which yields a ``Run`` of its own Lua script;
 * the Lua script in this package, named ``"stride_ids:lua/stride_counter"``;
