@@ -38,7 +38,7 @@ class AsyncIdGenerator(Generic[V]):
     @property
     def share_calls(self) -> bool:
         """Whether concurrent tasks share round trips (the generator's
-        :attr:`~sa_redis_ids.generators.base.IdGenerator.share_calls`)."""
+        [`share_calls`][sa_redis_ids.generators.base.IdGenerator.share_calls])."""
         return self.generator.share_calls
 
     @share_calls.setter
@@ -47,7 +47,7 @@ class AsyncIdGenerator(Generic[V]):
 
     async def _take(self, n: int) -> list[V]:
         """``n`` (>= 1) values in one round trip, shared with concurrent tasks unless
-        :attr:`share_calls` is off."""
+        `share_calls` is off."""
         if self.generator.share_calls:
             return await self._shared.take(n)
         return await run_plan_async(self.generator._take_plan(n))

@@ -94,7 +94,7 @@ class IdGenerator(ABC, Generic[V]):
         """Counter steps a heal leaves above the guard (see `highwater`)."""
         self.high: HighWater[Any] = HighWater(len(nodes), self.namespace)
         self.share_calls = True
-        """Whether concurrent callers share round trips (see :mod:`sa_redis_ids.sharing`); set
+        """Whether concurrent callers share round trips (see `sa_redis_ids.sharing`); set
         it to False to give each call a round trip of its own."""
         self._shared: SharedCalls[V] = SharedCalls(
             self._take_plan, most=self.max_batch, slots=len(nodes)
@@ -202,7 +202,7 @@ class IdGenerator(ABC, Generic[V]):
 
     def _take(self, n: int) -> list[V]:
         """Fetch ``n`` (>= 1) values in one round trip (sync), shared with concurrent callers
-        unless :attr:`share_calls` is off."""
+        unless `share_calls` is off."""
         if self.share_calls:
             return self._shared.take(n)
         return run_plan(self._take_plan(n))

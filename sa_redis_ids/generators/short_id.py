@@ -8,7 +8,7 @@ bit it searches with ``BITPOS`` from that bit's byte, wraps around to the start 
 it is free, ignores answers past the pool (``BITPOS`` pads the string with zeros) and ``SETBIT``s
 what it found. A batch is all or nothing: when the pool runs out, every bit the call set is
 cleared again. Values are random, so they say nothing about how many users
-there are or which one came next. A batch of :data:`SPAN_MIN` or more takes runs instead: every
+there are or which one came next. A batch of `SPAN_MIN` or more takes runs instead: every
 free position of windows of 64 positions at random bytes (one ``GETRANGE`` and one ``SETRANGE``
 each), then searches value by value for the rest; its values come in runs of consecutive numbers.
 
