@@ -259,6 +259,33 @@ def test_a_failed_shared_call_fails_each_waiter_with_the_same_typed_error(
     assert sum(error is errors[-1] for error in errors) == 6
 
 
+def test_waiters_behind_a_hung_node_get_its_timeout_not_a_hang(server: RedisServer) -> None:
+    ids = RedisIds.from_url(server.url, socket_timeout=0.5, retry_after=0)
+    floor = HeldFloor()
+    users = ids.sequence("users", floor=floor)
+    out: list[Any] = []
+    errors: list[BaseException] = []
+    leader = _start(users.next_id, out, errors)
+    floor.wait_entered()
+    waiters = [_start(users.next_id, out, errors) for _ in range(5)]
+    wait_until(lambda: users._shared.waiting == 5, "every request waits")
+    server.pause()  # SIGSTOP: connections stay open, nothing answers
+    try:
+        floor.let_go()
+        floor.wait_entered()  # the shared call reads the floor again, then hangs on the node
+        floor.let_go()
+        for thread in [leader, *waiters]:
+            thread.join(timeout=60)
+        assert not any(thread.is_alive() for thread in [leader, *waiters]), "a caller hangs"
+    finally:
+        server.resume()
+    assert out == []
+    assert len(errors) == 6 and all(isinstance(error, RedisUnavailable) for error in errors)
+    assert "Timeout" in str(errors[0]) and sum(error is errors[-1] for error in errors) == 5
+    floor.let_go()  # the next call reads the floor again: no call on the node succeeded yet
+    assert users.next_id() >= 1, "the node answers again"
+
+
 def test_sequence_exhausted_for_a_shared_call_lets_each_waiter_try_alone(
     server: RedisServer,
 ) -> None:
