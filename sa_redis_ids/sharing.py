@@ -13,8 +13,8 @@ The first caller does not wait for anyone: it takes a free call slot and makes t
 its own thread or task, so a lone caller's latency is one round trip, as without sharing (the
 bookkeeping is one lock taken twice). Only callers that arrive while calls are in flight queue up:
 
-- **Threads** (`SharedCalls`): the thread whose call ends makes the next call for the
-  queued requests at once, before it returns (it is running; a woken thread would first have to
+- **Threads** (`SharedCalls`): the thread whose call ends makes the next call for the queued
+  requests at once, before it returns (it is running; a woken thread would first have to
   win the GIL), then hands the requests queued meanwhile to the first of their threads, which does
   the same. So no caller makes more than two calls, and every other call starts without waiting
   for a thread to wake up.
@@ -22,10 +22,10 @@ bookkeeping is one lock taken twice). Only callers that arrive while calls are i
   those that call again join the next batch), then one task makes the next call for the queued
   requests; its waiters are woken when the reply is in. State is kept per event loop.
 
-Errors: a call that fails fails each of its callers with the same exception (typed, as any call's).
-One exception: [`SequenceExhausted`][sa_redis_ids.SequenceExhausted] from a call for several callers sends each
-of them to try alone, so a counter near its end serves the requests that still fit, as it would
-without sharing.
+Errors: a call that fails fails each of its callers with the same exception (typed, as any
+call's). One exception: [`SequenceExhausted`][sa_redis_ids.SequenceExhausted] from a call for
+several callers sends each of them to try alone, so a counter near its end serves the requests
+that still fit, as it would without sharing.
 
 Cancellation (asyncio): a waiting task cancelled before its request went out leaves the queue and
 draws nothing; one cancelled while its request is in flight drops its values when they arrive: they
