@@ -3,10 +3,13 @@
 The same constructors as [`RedisIds`][sa_redis_ids.RedisIds] (``from_url``, ``from_urls``,
 ``from_sentinel``, a client or a list of clients, ``embedded()``) and the same factories with the
 same options; the generators they return are [`AsyncIdGenerator`][sa_redis_ids.generators.aio.AsyncIdGenerator] objects whose
-``next_id()``/``next_ids(n)`` are coroutines, run by the very strategy code the sync front end
-runs (see `sa_redis_ids.redis.plans`), awaited on the event loop: no thread, no blocking
-call. ``redis_id(...)`` and ``register(...)`` accept them for models used with
-``AsyncSession``:
+``next_id()``/``next_ids(n)`` and every other method that talks to Redis (``ensure_at_least``,
+``purge_before``, ``precreate``, ``is_taken``, ``reserve``, ``stats`` of a pool …) are
+coroutines, run by the very strategy code the sync front end runs (see
+`sa_redis_ids.redis.plans`), awaited on the event loop: no thread, no blocking call. A lock is
+taken with ``async with ids.lock(name):``; its sync methods raise
+[`ConfigError`][sa_redis_ids.ConfigError] here. ``redis_id(...)`` and ``register(...)`` accept
+them for models used with ``AsyncSession``:
 
 ```python
 from sa_redis_ids.asyncio import AsyncRedisIds
@@ -18,8 +21,9 @@ user_id = await users.next_id()
 
 Like the ``redis.asyncio`` clients it holds, an ``AsyncRedisIds`` serves one event loop at a time
 (the application's): making it at import time is fine, since connections open at the first call,
-but several loops using it, one after another or at once, is not. Maintenance (purging and pre-creating day counters) and the
-command line run on the sync [`RedisIds`][sa_redis_ids.RedisIds] against the same Redis.
+but several loops using it, one after another or at once, is not. The scheduled maintenance job
+and the command line run on the sync [`RedisIds`][sa_redis_ids.RedisIds] against the same Redis;
+an asyncio application may also await a generator's ``purge_before``/``precreate`` itself.
 """
 
 from __future__ import annotations

@@ -911,13 +911,15 @@ def asyncio_buffer(generator: IdGenerator[V]) -> AsyncSegmentBuffer[V] | None:
     buffer: SegmentBuffer[V] | None = getattr(generator, "buffer", None)
     if buffer is None or not isinstance(generator, BufferedGenerator):
         return None
-    return AsyncSegmentBuffer(
+    made = AsyncSegmentBuffer(
         plan_source(generator),
         buffer.options,
         namespace=generator.namespace,
         clock=buffer._clock,
         expiring=buffer.expiring,
     )
+    generator.buffers.append(made)
+    return made
 
 
 class BufferedGenerator(IdGenerator[V]):
@@ -928,6 +930,9 @@ class BufferedGenerator(IdGenerator[V]):
     """
 
     buffer: SegmentBuffer[V] | None = None
+    buffers: list[_SegmentState[V]]
+    """Every buffer of this generator's values: its thread buffer and the asyncio ones made for
+    it (what a purge must drop days from)."""
 
     def _use_buffer(
         self,
@@ -944,6 +949,7 @@ class BufferedGenerator(IdGenerator[V]):
         ``capacity``: how many values the generator can ever issue (per day for date-keyed ones);
         ``default_max``: the default ceiling of the adapted block size for this strategy.
         """
+        self.buffers = []
         try:
             options = Buffering.of(block)
             if options is None:
@@ -956,6 +962,7 @@ class BufferedGenerator(IdGenerator[V]):
             fetch, resolved, namespace=self.namespace, clock=clock, expiring=expiring
         )
         self.buffer = buffer
+        self.buffers.append(buffer)
         # The hot path without the method below in between: one Python frame per ID, not two.
         setattr(self, "next_id", buffer.next_id)  # noqa: B010 - mypy forbids assigning a method
 

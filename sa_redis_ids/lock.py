@@ -330,14 +330,17 @@ class Redlock:
         ``timeout=0`` makes a single attempt. Raises [`LockNotAcquired`][sa_redis_ids.LockNotAcquired] (with each node's
         error from the last attempt) when no attempt won a majority with validity left.
         """
+        self._refuse_asyncio("acquire()")
         return run_plan(self.acquire_plan(timeout=timeout))
 
     def release(self) -> bool:
         """Delete the lock on every node where it still holds our token.
 
         Returns whether it was still ours on a majority (``False`` if it had expired or was not
-        held). Nodes that cannot be reached are logged and left to expire; this never raises.
+        held). Nodes that cannot be reached are logged and left to expire; this never raises
+        (except `ConfigError` for a lock on ``redis.asyncio`` clients).
         """
+        self._refuse_asyncio("release()")
         return run_plan(self.release_plan())
 
     def extend(self, ttl: float | None = None) -> float:
@@ -347,7 +350,17 @@ class Redlock:
         no validity would be left, the lock is lost: it is released and [`LockNotAcquired`][sa_redis_ids.LockNotAcquired]
         raised.
         """
+        self._refuse_asyncio("extend()")
         return run_plan(self.extend_plan(ttl))
+
+    def _refuse_asyncio(self, call: str) -> None:
+        """Raise `ConfigError` when the nodes are ``redis.asyncio`` clients: the sync
+        ``call`` could never finish on them (``async with`` runs the same plans awaited)."""
+        if self._nodes[0].asynchronous:
+            raise ConfigError(
+                f"{call} of lock {self.name!r} is sync, but its Redis clients are redis.asyncio "
+                f"ones: take the lock with 'async with ids.lock({self.name!r}):'"
+            )
 
     def __enter__(self) -> Redlock:
         return self.acquire()

@@ -46,7 +46,7 @@ from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
 from sa_redis_ids.errors import SequenceExhausted
-from sa_redis_ids.redis.plans import Plan, run_plan, run_plan_async
+from sa_redis_ids.redis.plans import Effect, Plan, run_plan, run_plan_async
 
 V = TypeVar("V")
 
@@ -308,6 +308,43 @@ class AsyncSharedCalls(_Sharing[V]):
 
     def _after_fork_in_child(self) -> None:
         self._states = weakref.WeakKeyDictionary()
+
+
+class Shared(Generic[V]):
+    """A generator's shared calls on both front ends: `plan(n)` is the plan a generator's
+    ``next_id``/``next_ids`` run; its one effect is carried out by `SharedCalls` on the sync
+    driver and by `AsyncSharedCalls` on the asyncio one."""
+
+    def __init__(self, take_plan: Callable[[int], Plan[list[V]]], *, most: int, slots: int):
+        self.threads = SharedCalls(take_plan, most=most, slots=slots)
+        self.tasks = AsyncSharedCalls(take_plan, most=most, slots=slots)
+
+    @property
+    def waiting(self) -> int:
+        """How many requests wait for a shared call now, threads and tasks (monitoring)."""
+        return self.threads.waiting + self.tasks.waiting
+
+    def plan(self, n: int) -> Plan[list[V]]:
+        """``n`` (>= 1) values from a call shared with the concurrent callers."""
+        values: list[V] = yield SharedTake(self, n)
+        return values
+
+
+class SharedTake(Effect):
+    """Take ``n`` values through `Shared` calls: a thread's on the sync driver, a task's on the
+    asyncio one."""
+
+    __slots__ = ("n", "shared")
+
+    def __init__(self, shared: Shared[Any], n: int):
+        self.shared = shared
+        self.n = n
+
+    def run(self) -> list[Any]:
+        return self.shared.threads.take(self.n)
+
+    async def run_async(self) -> list[Any]:
+        return await self.shared.tasks.take(self.n)
 
 
 def _forget_in_child() -> None:

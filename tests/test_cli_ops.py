@@ -313,12 +313,13 @@ def test_claims_clear_asks_on_a_terminal(
     assert main(on_redis(prefix, "claims", "clear", "users")) == 1
     captured = capsys.readouterr()
     assert "[y/N]" in captured.err and "not confirmed" in captured.err
+    assert "Delete this 1 claim key of users?" in captured.err
     assert real_redis.exists(key)
     monkeypatch.setattr(sys, "stdin", io.StringIO("y\n"))
     assert main(on_redis(prefix, "claims", "clear", "users")) == 0
     out = capsys.readouterr().out
     assert f"deleted on node 0 127.0.0.1:6379/0: {key}" in out
-    assert "1 claim keys of users deleted" in out
+    assert "1 claim key of users deleted" in out
     assert not real_redis.exists(key)
 
 

@@ -108,8 +108,8 @@ def test_next_on_a_real_redis_continues_across_commands(
 @pytest.mark.parametrize(
     ("argv", "status", "message"),
     [
-        (["parse", "abc"], 1, "'abc' is not an integer"),
-        (["parse", "-5"], 1, "not an ID of this layout"),
+        (["parse", "abc"], 1, "'abc' is not an ID: write its digits 0-9 only"),
+        (["parse", "-5"], 1, "'-5' is not an ID: write its digits 0-9 only"),
         (["parse", str(2**63)], 1, "not an ID of this layout"),
         (["parse", "1", "--layout", "0:42/12/10"], 2, "at most 63"),
         (["parse", "1", "--layout", "twitter"], 2, "not a layout"),

@@ -12,6 +12,8 @@ as year 9999 or day-of-year 999 come up.
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 import math
 import os
 import shutil
@@ -26,17 +28,21 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from sqlalchemy import BigInteger, String
+from sqlalchemy import BigInteger, Column, DateTime, MetaData, Numeric, String, Table, create_engine
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-from sa_redis_ids import ConfigError, RedisIds, redis_id, register
+from sa_redis_ids import ConfigError, RedisIds, floor_from_column, redis_id, register
+from sa_redis_ids.asyncio import AsyncRedisIds
 from sa_redis_ids.buffering import Buffering
 from sa_redis_ids.cli import main
 from sa_redis_ids.generators.date_prefixed import FORMATS
+from sa_redis_ids.generators.registry import OptionSpec, register_strategy, strategies
+from sa_redis_ids.generators.registry import strategy as registry_strategy
 from sa_redis_ids.generators.snowflake import LAYOUTS, SnowflakeLayout
 from sa_redis_ids.validation import check_redis_url
 from tests.conftest import Backend
-from tests.support.clients import Untouchable
+from tests.support.clients import Untouchable, UntouchableAsync, async_ids_on
+from tests.support.services import REDIS_URL
 
 inf, nan = math.inf, math.nan
 
@@ -92,7 +98,11 @@ def case(
 def check(c: Case, ids: RedisIds) -> None:
     with pytest.raises(Exception) as caught:
         c.call(ids)
-    exc = caught.value
+    judge(c, caught.value)
+
+
+def judge(c: Case, exc: BaseException) -> None:
+    """``exc`` is the typed error ``c`` expects, naming what it must name."""
     assert isinstance(exc, c.errors), f"{type(exc).__name__}: {exc}"
     assert type(exc) in (ConfigError, ValueError, TypeError), type(exc)
     message = str(exc).lower()
@@ -561,8 +571,225 @@ def test_generator_methods_refuse_bad_input_and_write_nothing(c: Case, backend: 
     assert backend.keys() == [], "a refused call wrote to Redis"
 
 
+@pytest.mark.parametrize("c", _method_cases())
+def test_generator_methods_refuse_bad_input_on_asyncio_too(c: Case, backend: Backend) -> None:
+    async def refused() -> BaseException:
+        ids = async_ids_on(backend)
+        try:
+            with pytest.raises(Exception) as caught:
+                answer = c.call(ids)
+                if inspect.isawaitable(answer):
+                    await answer
+            return caught.value
+        finally:
+            await ids.aclose()
+
+    judge(c, asyncio.run(refused()))
+    assert backend.keys() == [], "a refused call wrote to Redis"
+
+
+# -- the strategy registry, column floors, Sentinel and replicas, on both front ends ------------
+
+FRONTS = [pytest.param(RedisIds, id="sync"), pytest.param(AsyncRedisIds, id="async")]
+
+
+def untouched_front(front: type[RedisIds] | type[AsyncRedisIds]) -> Any:
+    return front(Untouchable() if front is RedisIds else UntouchableAsync())
+
+
+def _registry_cases() -> list[Any]:
+    build = registry_strategy("sequence").build
+
+    def register_with(**options: Any) -> Callable[[Any], object]:
+        return lambda _: register_strategy("catalogue_strategy", build, **options)
+
+    cases = [
+        case(f"register replace={v!r}", register_with(replace=v), "replace")
+        for v in ["no", 1, None]
+    ]
+    cases += [
+        case(f"register from_claims={v!r}", register_with(from_claims=v), "from_claims")
+        for v in ["no", 1, None]
+    ]
+    cases += [
+        case(f"register summary={v!r}", register_with(summary=v), "summary") for v in [5, None]
+    ]
+    cases += [
+        case(f"register options={v!r}", register_with(options=v), "options")
+        for v in [5, "--x", None]
+    ]
+    twice = [OptionSpec("--first", "start"), OptionSpec("--second", "start")]
+    cases.append(case("register two flags, one keyword", register_with(options=twice), "keyword"))
+    cases += [
+        case(f"register config_kind={v!r}", register_with(config_kind=v), "config_kind")
+        for v in ["a:b", "Seq Kind", 5, None, "sequence", "short_id"]
+    ]
+    return cases
+
+
+@pytest.mark.parametrize("c", _registry_cases())
+def test_register_strategy_refuses_bad_input_in_words(c: Case) -> None:
+    check(c, untouched())
+    assert "catalogue_strategy" not in {each.name for each in strategies()}
+
+
+def test_a_strategy_may_keep_its_own_name_as_its_kind_on_replace() -> None:
+    sequence = registry_strategy("sequence")
+    register_strategy(
+        "sequence",
+        sequence.build,
+        generator=sequence.generator,
+        options=sequence.options,
+        from_claims=sequence.from_claims,
+        replace=True,
+    )
+    assert registry_strategy("sequence") == sequence
+
+
+FLOOR_TABLE = Table(
+    "catalogue_floor",
+    MetaData(),
+    Column("id", BigInteger),
+    Column("name", String(20)),
+    Column("at", DateTime),
+    Column("code", String(20)),
+    Column("amount", Numeric(10, 2)),
+)
+
+
+def _floor_cases() -> list[Any]:
+    engine = create_engine("sqlite://")
+    c = FLOOR_TABLE.c
+    numeric = ["sequence", "snowflake", "short_id", "date_prefixed"]
+    cases = [
+        case(
+            f"{factory} floor_from_column({column.name})",
+            lambda ids, f=factory, col=column: getattr(ids, f)(
+                "ns", floor=floor_from_column(engine, col)
+            ),
+            f"catalogue_floor.{column.name}",
+        )
+        for factory in numeric
+        for column in (c.name, c.at, c.amount)
+    ]
+    cases.append(
+        case(
+            "daily_code floor_from_column(BigInteger)",
+            lambda ids: ids.daily_code("ns", floor=floor_from_column(engine, c.id)),
+            "catalogue_floor.id",
+        )
+    )
+    arities: list[tuple[str, Callable[..., Any]]] = [
+        ("sequence", lambda day: 0),
+        ("snowflake", lambda a, b: 0),
+        ("short_id", lambda day: []),
+        ("date_prefixed", lambda: 0),
+        ("daily_code", lambda day, other: 0),
+    ]
+    cases += [
+        case(
+            f"{factory} floor of the wrong arity",
+            lambda ids, f=factory, fl=floor: getattr(ids, f)("ns", floor=fl),
+            "floor=",
+        )
+        for factory, floor in arities
+    ]
+    return cases
+
+
+def _connection_cases() -> list[Any]:
+    cases = [
+        case(
+            f"from_sentinel sentinel_kwargs={v!r}",
+            lambda ids, v=v: type(ids).from_sentinel(["h:26379"], "m", sentinel_kwargs=v),
+            "sentinel_kwargs",
+        )
+        for v in ["x", 5, [("password", "p")]]
+    ]
+    for value in [2**63, 1001]:
+        cases += [
+            case(
+                f"replicas={value}",
+                lambda ids, v=value: type(ids)(ids.nodes.nodes[0].client, replicas=v),
+                "replicas",
+            ),
+            case(
+                f"from_url replicas={value}",
+                lambda ids, v=value: type(ids).from_url("redis://localhost:6379/0", replicas=v),
+                "replicas",
+            ),
+            case(
+                f"from_sentinel replicas={value}",
+                lambda ids, v=value: type(ids).from_sentinel(["h:26379"], "m", replicas=v),
+                "replicas",
+            ),
+        ]
+    return cases
+
+
+@pytest.mark.parametrize("front", FRONTS)
+@pytest.mark.parametrize("c", _floor_cases() + _connection_cases())
+def test_floors_and_connections_refuse_bad_input_on_both_front_ends(
+    c: Case, front: type[RedisIds] | type[AsyncRedisIds]
+) -> None:
+    check(c, untouched_front(front))
+
+
+def test_a_lazy_column_of_the_wrong_type_is_refused_when_the_floor_is_read(
+    backend: Backend,
+) -> None:
+    engine = create_engine("sqlite://")
+    users = backend.ids().sequence(
+        "ns", floor=floor_from_column(engine, lambda: FLOOR_TABLE.c.name)
+    )
+    with pytest.raises(ConfigError, match=r"catalogue_floor\.name"):
+        users.next_id()
+
+
+@pytest.mark.parametrize("floor", [[2**70], [-1], [10], [2**63]])
+def test_a_short_id_floor_outside_the_pool_is_refused_in_words_sync_and_async(
+    backend: Backend, floor: list[int]
+) -> None:
+    options = {"pool_size": 100, "offset": 100, "floor": lambda: floor}
+    with pytest.raises(ConfigError, match=r"floor\(\) returned"):
+        backend.ids().short_id("pool", **options).next_id()
+
+    async def on_asyncio() -> None:
+        ids = async_ids_on(backend)
+        try:
+            await ids.short_id("pool", **options).next_id()
+        finally:
+            await ids.aclose()
+
+    with pytest.raises(ConfigError, match=r"floor\(\) returned"):
+        asyncio.run(on_asyncio())
+    assert not backend.ids().short_id("pool", pool_size=100, offset=100).stats().issued
+
+
+@pytest.mark.parametrize("front", FRONTS)
+def test_a_db_the_server_does_not_have_is_a_configuration_error(
+    real_redis: Any, front: type[RedisIds] | type[AsyncRedisIds]
+) -> None:
+    ids = front.from_url(REDIS_URL.rsplit("/", 1)[0] + "/99", prefix="db99")
+    if isinstance(ids, RedisIds):
+        with pytest.raises(ConfigError, match="database index of the Redis URL"):
+            ids.sequence("users").next_id()
+        ids.close()
+        return
+
+    async def on_asyncio() -> None:
+        try:
+            await ids.sequence("users").next_id()
+        finally:
+            await ids.aclose()
+
+    with pytest.raises(ConfigError, match="database index of the Redis URL"):
+        asyncio.run(on_asyncio())
+
+
 def test_the_catalogue_holds_hundreds_of_cases() -> None:
     total = len(_constructor_cases()) + len(_factory_cases()) + len(_method_cases())
+    total += len(_registry_cases()) + len(_floor_cases()) + len(_connection_cases())
     assert total >= 300, total
 
 

@@ -320,10 +320,13 @@ def test_cli_reseed_shows_progress_over_many_days(
     filled(sqlite, number_table(), [invoices.compose(d, 3) for d in days])
     argv = cli(redis_prefix, sqlite, "invoices", "--table", "items", "--strategy", "date_prefixed")
     assert main([*argv, "--fmt", "YYYYDDD", "--length", "16"]) == 0
-    lines = capsys.readouterr().out.splitlines()
+    captured = capsys.readouterr()
+    lines = captured.out.splitlines()
     assert sum(1 for line in lines if line.startswith("  day ")) == 25
-    assert [line.strip() for line in lines if "days done" in line] == [
-        f"… 50 days done, now at {days[49]}",
+    assert not [line for line in lines if "reseed invoices:" in line], "progress is on stderr"
+    assert captured.err.splitlines() == [
+        f"reseed invoices: 50/60 days (now at {days[49]})",
+        f"reseed invoices: 60/60 days (now at {days[59]})",
     ]
     assert lines[-1].endswith("60 days read, 60 raised")
     assert invoices.days_present() == sorted(days)

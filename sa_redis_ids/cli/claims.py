@@ -15,7 +15,7 @@ from typing import Any
 
 from sa_redis_ids.cli import probe
 from sa_redis_ids.cli.options import add_redis_options
-from sa_redis_ids.cli.output import add_json_option, print_json
+from sa_redis_ids.cli.output import add_json_option, counted, print_json
 from sa_redis_ids.errors import ConfigError, RedisUnavailable
 from sa_redis_ids.keys import validate_namespace
 from sa_redis_ids.redis.scripts import reply_text
@@ -199,7 +199,8 @@ def run_clear(args: argparse.Namespace) -> int:
             for target, key, claim in doomed:
                 print(f"  node {target.index} {target.name}: {key} = {claim}", file=sys.stderr)
             if not _confirm(
-                f"Delete these {len(doomed)} claim keys of {record['namespace']}? Values issued "
+                f"Delete {'this' if len(doomed) == 1 else 'these'} {counted(len(doomed), 'claim key')} "
+                f"of {record['namespace']}? Values issued "
                 "after this with another node list or other options can repeat old ones. [y/N] "
             ):
                 raise ConfigError("claims clear: not confirmed; nothing deleted")
@@ -212,7 +213,7 @@ def run_clear(args: argparse.Namespace) -> int:
         else:
             for target, key, claim in deleted:
                 print(f"deleted on node {target.index} {target.name}: {key} (was {claim})")
-            print(f"{len(deleted)} claim keys of {record['namespace']} deleted")
+            print(f"{counted(len(deleted), 'claim key')} of {record['namespace']} deleted")
     finally:
         probe.close(found)
     return 0

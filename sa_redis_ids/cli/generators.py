@@ -34,7 +34,10 @@ from sa_redis_ids.generators.registry import (
     strategy_of_config,
 )
 from sa_redis_ids.ids import RedisIds
+from sa_redis_ids.keys import KeySpace
 from sa_redis_ids.maintenance.claims import claim_kinds, generator_from_claims, recorded_config
+from sa_redis_ids.redis.nodes import Node
+from sa_redis_ids.redis.scripts import reply_text
 
 ANY_STRATEGY = "generator"
 
@@ -227,9 +230,39 @@ def generator_from_nodes(
         return generator, True
     chosen = chosen or default
     if chosen is None:
+        others = claims_not_rebuilt(ids, namespace)
+        if others:
+            described = ", ".join(f"a {kind} claim ({config!r})" for kind, config in others.items())
+            raise ConfigError(
+                f"the nodes record {described} for this namespace, and such a generator is not "
+                "rebuilt from its claim: use --app MODULE:ATTR, or give --strategy and the "
+                "application's options",
+                namespace=namespace,
+            )
         raise ConfigError(
             "no node records a claim for this namespace, so the application's options are "
             "unknown: use --app MODULE:ATTR, or give --strategy and the application's options",
             namespace=namespace,
         )
     return ids.generator(chosen, namespace, **given_options(args, chosen)), False
+
+
+def claims_not_rebuilt(ids: RedisIds, namespace: str) -> dict[str, str]:
+    """The claims some node records for ``namespace`` of strategies whose generators cannot be
+    rebuilt from them (a snowflake), by strategy name: the config of the first node that has one."""
+    rebuilt = set(claim_kinds())
+    found: dict[str, str] = {}
+    for each in strategies():
+        part = each.key_part
+        if each.name in rebuilt or part is None:
+            continue
+        key = KeySpace(ids.prefix, namespace).key(part, "node")
+
+        def read(node: Node, key: str = key) -> Any:
+            return node.client.get(key)
+
+        for claim in ids.nodes.each(namespace, read):
+            if claim is not None:
+                found[each.name] = reply_text(claim).partition("|")[2]
+                break
+    return found

@@ -56,6 +56,11 @@ def print_json(document: Any) -> None:
     print(json.dumps(plain(document)), flush=True)
 
 
+def counted(n: int, noun: str) -> str:
+    """``n`` and ``noun``, plural unless ``n`` is 1 (``1 claim key``, ``2 claim keys``)."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
 class Progress:
     """Progress of ``total`` steps on stderr: a tqdm bar on a terminal, else a plain line every
     ``every`` steps (and at the end). Use as a context manager; ``update(n, note)`` advances.
@@ -72,6 +77,7 @@ class Progress:
         every: int = 25,
         quiet: bool = False,
         stream: TextIO | None = None,
+        start: int = 0,
     ):
         self.total = total
         self.description = description
@@ -79,7 +85,8 @@ class Progress:
         self.every = max(1, every)
         self.quiet = quiet
         self.stream = stream if stream is not None else sys.stderr
-        self.done = 0
+        self.done = start
+        """Steps done (from ``start``: steps shown otherwise before this progress began)."""
         self._bar: Any = None
         if not quiet and _isatty(self.stream):
             try:
@@ -88,7 +95,12 @@ class Progress:
                 pass
             else:
                 self._bar = tqdm(
-                    total=total, desc=description, unit=unit, file=self.stream, leave=False
+                    total=total,
+                    desc=description,
+                    unit=unit,
+                    file=self.stream,
+                    leave=False,
+                    initial=start,
                 )
 
     @property

@@ -52,7 +52,7 @@ EARLIEST_DAY = date(2000, 1, 1)
 EARLIEST_SNOWFLAKE = datetime(2010, 1, 1, tzinfo=timezone.utc)
 SEQUENCE_BELOW = 10**12
 """A sequence reading is plausible below this."""
-DAILY_CODE = re.compile(r"([A-Za-z][A-Za-z_-]*)(\d{8})(\d+)")
+DAILY_CODE = re.compile(r"([A-Za-z][A-Za-z_-]*)([0-9]{8})([0-9]+)")
 """A daily code's shape: letters (the prefix), a YYYYMMDD date, the counter's digits."""
 
 _NAMESPACES = itertools.count()
@@ -70,11 +70,21 @@ def parseable() -> list[Strategy]:
     return [each for each in strategies() if each.has(Parseable)]
 
 
+DIGITS = re.compile(r"[0-9]+")
+"""A numeric ID as the command line takes it: ASCII digits only (Python's ``int`` would also take
+spaces, a sign, ``_`` and other scripts' digits)."""
+
+
+def _partless() -> list[str]:
+    """The registered strategies whose values have no parts to decode (short IDs): a plain
+    number may be one of theirs as well as a sequence value."""
+    return [each.name for each in strategies() if not each.has(Parseable)]
+
+
 def _integer(text: str) -> int:
-    try:
-        return int(text)
-    except ValueError:
-        raise ValueError(f"{text!r} is not an integer") from None
+    if not DIGITS.fullmatch(text):
+        raise ValueError(f"{text!r} is not an ID: write its digits 0-9 only")
+    return int(text)
 
 
 def register(sub: Any) -> None:
@@ -154,7 +164,7 @@ def _tries(chosen: Strategy, text: str, given: dict[str, Any]) -> list[list[dict
         if shape is not None:
             inferred = {"code_prefix": shape.group(1), "digits": len(shape.group(3))}
             return [[{**inferred, **given}]]
-    if cls is not None and issubclass(cls, DatePrefixedGenerator) and text.isdigit():
+    if cls is not None and issubclass(cls, DatePrefixedGenerator) and DIGITS.fullmatch(text):
         length = given.get("length", len(text))
         fits = [fmt for fmt in FORMATS if FORMATS[fmt] < length <= MAX_LENGTH]
         if "fmt" in given:
@@ -276,7 +286,10 @@ def _show(
         return 0
     how = ""
     if recognised:
-        how = " (recognised from its shape" + (f"; {_options_text(options)})" if options else ")")
+        notes = [_options_text(options)] if options else []
+        if name == "sequence":
+            notes += [f"a {each} value looks the same and has no parts" for each in _partless()]
+        how = " (recognised from its shape" + "".join(f"; {note}" for note in notes) + ")"
     print(f"strategy: {name}{how}")
     _print_parts(parts)
     return 0

@@ -171,6 +171,8 @@ class Server:
     connected_replicas: int | None = None
     notes: list[str] = field(default_factory=list)
     """Settings that could not be read (``CONFIG`` disabled on a managed Redis…)."""
+    about: str | None = None
+    """What the server is, when it has no settings to read (the embedded Redis)."""
 
 
 def _config_get(client: Any, name: str, server: Server) -> str | None:
@@ -190,6 +192,13 @@ def _info(client: Any, section: str, server: Server) -> dict[str, Any]:
         server.notes.append(f"INFO {section}: {one_line(exc)}")
         return {}
     return dict(found) if isinstance(found, dict) else {}
+
+
+EMBEDDED_ABOUT = (
+    "the in-process Redis of this command: empty at every start, no persistence, no replicas, "
+    "no eviction, no settings to read; pass --redis-url to see a server"
+)
+"""What ``status`` says of the embedded Redis (it answers no CONFIG or INFO)."""
 
 
 def read_server(address: str, client: Any) -> Server:
@@ -218,7 +227,7 @@ def servers_of(target: Target) -> list[Server]:
     if target.client is None:
         return [Server(target.name, reachable=False, error=target.error)]
     if target.embedded:
-        return [read_server("embedded", target.client)]
+        return [Server("embedded", about=EMBEDDED_ABOUT)]
     if hasattr(target.client, "get_nodes"):
         return [
             read_server(f"{node.host}:{node.port}", node.redis_connection)

@@ -31,6 +31,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from sa_redis_ids.cli.generators import (
     add_generator_options,
+    claims_not_rebuilt,
     factory_name,
     find_generator,
     generator_from_nodes,
@@ -44,13 +45,15 @@ from sa_redis_ids.cli.options import (
     refuse_embedded,
 )
 from sa_redis_ids.cli.output import Progress, add_json_option, plain, print_json
+from sa_redis_ids.errors import ConfigError
 from sa_redis_ids.generators.abilities import Pool, Reseedable
 from sa_redis_ids.generators.registry import Strategy, strategies
+from sa_redis_ids.ids import RedisIds
 from sa_redis_ids.maintenance.reseed import ReseedReport, ReseedStep, reseed_from_table
 
 PROGRESS_EVERY = 25
-"""With more days than this, print one progress line per this many days instead of every day
-(on a terminal: a progress bar on stderr)."""
+"""With more days than this, the days after the first this many are shown as progress on stderr
+(a bar on a terminal, else a line per this many days) instead of a line each."""
 
 JSON_KEYS = (
     "namespace, strategy, generator (class), config, table, column, database (password hidden), "
@@ -152,6 +155,53 @@ def _record(report: ReseedReport, generator: Any, database: str, claimed: bool) 
     }
 
 
+class _Bars:
+    """The progress of a long walk on stderr, one `Progress` per unit (days, values), each
+    made at its first step with its total: a bar on a terminal, else a plain line every
+    `PROGRESS_EVERY` steps; none for a unit that never advances."""
+
+    def __init__(self, description: str, *, quiet: bool):
+        self.description = description
+        self.quiet = quiet
+        self.shown: dict[str, Progress] = {}
+
+    def advance(self, unit: str, done: int, total: int, *, start: int = 0, note: str = "") -> None:
+        """``done`` of ``total`` (the first ``start`` were shown another way)."""
+        shown = self.shown.get(unit)
+        if shown is None:
+            shown = self.shown[unit] = Progress(
+                total,
+                self.description,
+                unit=unit,
+                every=PROGRESS_EVERY,
+                quiet=self.quiet,
+                start=start,
+            )
+        shown.set_total(total)
+        shown.update(done - shown.done, note)
+
+    def __enter__(self) -> _Bars:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for shown in self.shown.values():
+            shown.close()
+
+
+def _refuse_unreseedable(ids: RedisIds, namespace: str) -> None:
+    """Refuse a namespace whose nodes record only claims of strategies reseed cannot raise
+    (a snowflake's IDs come from Redis time, not from a counter)."""
+    names = {each.name for each in reseedable()}
+    recorded = claims_not_rebuilt(ids, namespace)
+    if recorded and not names.intersection(recorded):
+        described = ", ".join(f"a {kind} claim ({config!r})" for kind, config in recorded.items())
+        raise ConfigError(
+            f"the nodes record {described} for this namespace: its generator has no counter to "
+            "raise and no pool to fill, so there is nothing to reseed",
+            namespace=namespace,
+        )
+
+
 def run(args: argparse.Namespace) -> int:
     refuse_options_with_app(args)
     ids = app_or_redis(args)
@@ -160,6 +210,8 @@ def run(args: argparse.Namespace) -> int:
     if args.app:
         generator = find_generator(ids, args.namespace, args.strategy)
     else:
+        if args.strategy is None:
+            _refuse_unreseedable(ids, args.namespace)
         generator, claimed = generator_from_nodes(ids, args.namespace, args)
     engine = create_engine(args.db_url)
     database = engine.url.render_as_string(hide_password=True)
@@ -178,24 +230,26 @@ def run(args: argparse.Namespace) -> int:
             f"  no node records a claim for {generator.namespace}: recording "
             f"{generator.config!r} with the counters"
         )
-    days = Progress(None, f"reseed {generator.namespace}", unit="days")
-    rows = Progress(None, f"reseed {generator.namespace}", unit="values")
+    bars = _Bars(f"reseed {generator.namespace}", quiet=as_json)
+
+    walked: list[date] = []
 
     def progress(step: ReseedStep, done: int) -> None:
         if step.day is None or done <= PROGRESS_EVERY:
             say(f"  {step.describe()}")
-        elif days.is_bar:
-            days.update(done - days.done, str(step.day))
-        elif done % PROGRESS_EVERY == 0:
-            say(f"  … {done} days done, now at {step.day}")
+        else:
+            walked[:] = [step.day]
+
+    def days_progress(done: int, total: int) -> None:
+        if walked:  # after the first days, printed line by line
+            note = f"now at {walked[0]}"
+            bars.advance("days", done, total, start=done - 1, note=note)
 
     def rows_progress(done: int, total: int) -> None:
-        if rows.is_bar:
-            rows.set_total(total)
-            rows.update(done - rows.done)
+        bars.advance("values", done, total)
 
     try:
-        with days, rows:
+        with bars:
             report = reseed_from_table(
                 generator,
                 engine,
@@ -204,6 +258,7 @@ def run(args: argparse.Namespace) -> int:
                 since=args.since,
                 progress=progress,
                 rows_progress=rows_progress,
+                days_progress=days_progress,
             )
     except SQLAlchemyError as exc:
         print(f"sa-redis-ids: error: database: {exc}".splitlines()[0], file=sys.stderr)

@@ -25,7 +25,7 @@ from sa_redis_ids.redis.scripts import reply_text
 JSON_KEYS = (
     "prefix, ok (every node answered), nodes [{index, name, url, reachable, error, servers "
     "[{address, reachable, error, maxmemory_policy, save, appendonly, persistence {…INFO "
-    "persistence fields}, role, connected_replicas, notes}]}], namespaces [{namespace, "
+    "persistence fields}, role, connected_replicas, notes, about}]}], namespaces [{namespace, "
     "strategies [{strategy, key_part, config, consistent, pool_size, taken, fill, nodes [{index, "
     "name, reachable, error, claim, counters {counter | days, purged_through | last_ms, "
     "last_slot, last_time | taken, share, fill}}]}]}]"
@@ -44,8 +44,9 @@ def register(sub: Any) -> None:
         "persistence (save, appendonly, INFO persistence) and replication (role, connected "
         "replicas); for a cluster, each of its servers. Read-only. A node that is down is "
         "reported, the others read. Exit status: 0 when every node answered, 1 when one did not "
-        "(the report is printed all the same). The embedded Redis (no --redis-url) is empty at "
-        "every start: status there shows only its settings.",
+        "(the report is printed all the same). The embedded Redis (no --redis-url) lives in the "
+        "command's process and is empty at every start: status there says so and shows no "
+        "namespaces.",
     )
     parser.add_argument("namespace", metavar="NAMESPACE", nargs="?", help="only this namespace")
     add_json_option(parser, JSON_KEYS)
@@ -171,6 +172,8 @@ def _yes(value: Any) -> str:
 def _server_line(server: dict[str, Any]) -> str:
     if not server["reachable"]:
         return f"{server['address']}: DOWN ({server['error']})"
+    if server["about"]:
+        return f"{server['address']}: {server['about']}"
     persistence = server["persistence"]
     saves = "off" if server["save"] in (None, "") else f'"{server["save"]}"'
     aof = _yes(server["appendonly"])

@@ -15,15 +15,16 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 from sa_redis_ids.generators.highwater import (
     HighWater,
     check_floor,
+    check_floor_arguments,
     check_headroom,
     checked_floor,
     default_headroom,
 )
 from sa_redis_ids.keys import KeySpace
 from sa_redis_ids.observe import observed
-from sa_redis_ids.redis.plans import CallFloor, Plan, run_plan
+from sa_redis_ids.redis.plans import CallFloor, Command, Plan, now, planned, run_plan
 from sa_redis_ids.redis.scripts import STATUS_CLAIM_MISMATCH, raise_for_status, reply_text
-from sa_redis_ids.sharing import SharedCalls
+from sa_redis_ids.sharing import Shared
 from sa_redis_ids.validation import check_int_option as check_int_option
 
 if TYPE_CHECKING:
@@ -47,6 +48,12 @@ def check_count(n: object, *, most: int = MAX_BATCH) -> int:
     return n
 
 
+def first(plan: Plan[list[V]]) -> Plan[V]:
+    """The first value of what ``plan`` answers."""
+    values = yield from plan
+    return values[0]
+
+
 class GeneratorFloor(ABC):
     """A floor that must know the generator it serves (e.g. a column floor reading its range).
 
@@ -65,6 +72,8 @@ class IdGenerator(ABC, Generic[V]):
     """Short name of the strategy; also the key part that separates strategies of one namespace."""
     python_type: ClassVar[type]
     """``int`` for numeric IDs, ``str`` for codes."""
+    floor_arguments: ClassVar[tuple[str, ...]] = ()
+    """What the generator calls its floor with (a date-keyed one: the day)."""
     max_batch: ClassVar[int] = MAX_BATCH
     """The most values one ``next_ids`` call may take (strategies whose script loops per value
     set less; the ORM splits bigger reservations into calls of this size)."""
@@ -88,17 +97,17 @@ class IdGenerator(ABC, Generic[V]):
         self._floor: Callable[..., Any] | None = (
             floor.bind(self) if isinstance(floor, GeneratorFloor) else floor
         )
+        if self._floor is not None:
+            check_floor_arguments(self._floor, self.floor_arguments, namespace=self.namespace)
         self.headroom_option = check_headroom(headroom)
         """``headroom=`` as given (None: the default, see `headroom`)."""
         self.headroom = 0
         """Counter steps a heal leaves above the guard (see `highwater`)."""
         self.high: HighWater[Any] = HighWater(len(nodes), self.namespace)
         self.share_calls = True
-        """Whether concurrent callers share round trips (see `sa_redis_ids.sharing`); set
-        it to False to give each call a round trip of its own."""
-        self._shared: SharedCalls[V] = SharedCalls(
-            self._take_plan, most=self.max_batch, slots=len(nodes)
-        )
+        """Whether concurrent callers share round trips (see `sa_redis_ids.sharing`); set it to
+        False to give each call a round trip of its own."""
+        self._shared: Shared[V] = Shared(self._take_plan, most=self.max_batch, slots=len(nodes))
 
     def _set_headroom(self, capacity: int, max_block: int | None = None) -> None:
         """Fix `headroom` once the per-node ``capacity`` and the largest block are known."""
@@ -157,16 +166,20 @@ class IdGenerator(ABC, Generic[V]):
     def claim_key(self) -> str:
         return self.keys.key(self.strategy, "node")
 
-    def recorded_claims(self) -> list[tuple[Node, str | None]]:
+    @planned
+    def recorded_claims(self) -> Plan[list[tuple[Node, str | None]]]:
         """Each node with the claim it records for this namespace (None: none yet)."""
+        return self._recorded_claims()
 
-        def action(node: Node) -> tuple[Node, str | None]:
-            found = node.client.get(self.claim_key)
+    def _recorded_claims(self) -> Plan[list[tuple[Node, str | None]]]:
+        def action(node: Node) -> Plan[tuple[Node, str | None]]:
+            found = yield Command(node, "get", self.claim_key)
             return node, None if found is None else reply_text(found)
 
-        return self._nodes.each(self.namespace, action)
+        return self._nodes.each_plan(self.namespace, action)
 
-    def check_claims(self) -> None:
+    @planned
+    def check_claims(self) -> Plan[None]:
         """Raise `ConfigError` if a node records another claim than ours; change nothing.
 
         Writes that do not issue values (``ensure_at_least``, ``reserve``) call it first, so a run
@@ -174,7 +187,10 @@ class IdGenerator(ABC, Generic[V]):
         any node. A node without a claim passes: the write that follows records ours atomically,
         together with the counter it qualifies.
         """
-        for node, recorded in self.recorded_claims():
+        return self._check_claims()
+
+    def _check_claims(self) -> Plan[None]:
+        for node, recorded in (yield from self._recorded_claims()):
             ours = self.claim_for(node)
             if recorded is not None and recorded != ours:
                 raise_for_status(
@@ -185,15 +201,24 @@ class IdGenerator(ABC, Generic[V]):
                     claim=ours,
                 )
 
-    def next_id(self) -> V:
+    @planned
+    def next_id(self) -> Plan[V]:
         """One new value."""
-        return self._take(1)[0]
+        return first(self._shared_take_plan(1))
 
-    def next_ids(self, n: int) -> list[V]:
+    @planned
+    def next_ids(self, n: int) -> Plan[list[V]]:
         """``n`` new values in one Redis round trip (``[]`` for 0)."""
         if check_count(n, most=self.max_batch) == 0:
-            return []
-        return self._take(n)
+            return now(list)
+        return self._shared_take_plan(n)
+
+    def _shared_take_plan(self, n: int) -> Plan[list[V]]:
+        """`_take_plan` (``n`` >= 1), its round trip shared with concurrent callers (threads,
+        or tasks on the asyncio front end) unless `share_calls` is off."""
+        if self.share_calls:
+            return self._shared.plan(n)
+        return self._take_plan(n)
 
     @abstractmethod
     def _take_plan(self, n: int) -> Plan[list[V]]:
@@ -203,9 +228,7 @@ class IdGenerator(ABC, Generic[V]):
     def _take(self, n: int) -> list[V]:
         """Fetch ``n`` (>= 1) values in one round trip (sync), shared with concurrent callers
         unless `share_calls` is off."""
-        if self.share_calls:
-            return self._shared.take(n)
-        return run_plan(self._take_plan(n))
+        return run_plan(self._shared_take_plan(n))
 
     def _call_plan(self, action: Callable[[Node], Plan[T]]) -> Plan[T]:
         """Plan ``action`` on the next node that can answer (see ``NodeSet.call_plan``); reported

@@ -4,6 +4,7 @@ command-line options that shape it (the one place the command line learns them f
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 import warnings
 from dataclasses import dataclass
@@ -77,12 +78,16 @@ def build_daily_code(context: Context, namespace: str, **options: Any) -> DailyC
     )
 
 
+INTEGER = re.compile(r"-?[0-9]+")
+"""The text of an integer option."""
+
+
 def integer(text: str) -> int:
-    """An option's integer (its range is the factory's to check, with the option's name)."""
-    try:
-        return int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    """An option's integer: ASCII digits, perhaps after a ``-`` (no spaces, ``+`` or ``_``, which
+    Python's ``int`` would take); its range is the factory's to check, with the option's name."""
+    if not INTEGER.fullmatch(text):
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer (digits 0-9, maybe after -)")
+    return int(text)
 
 
 def snowflake_layout(text: str) -> str | SnowflakeLayout:

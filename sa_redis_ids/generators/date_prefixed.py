@@ -24,7 +24,8 @@ from sa_redis_ids.buffering import BufferedGenerator, Buffering, day_source
 from sa_redis_ids.errors import ConfigError, SequenceExhausted
 from sa_redis_ids.generators.base import check_int_option
 from sa_redis_ids.generators.day_counter import DatedGenerator, Floor, Locker
-from sa_redis_ids.generators.day_window import EMPTY_RANGE, aware_instant, day_start_ms
+from sa_redis_ids.generators.day_window import EMPTY_RANGE, aware_instant, day_label, day_start_ms
+from sa_redis_ids.redis.plans import Plan, planned
 from sa_redis_ids.validation import check_bool
 
 if TYPE_CHECKING:
@@ -211,14 +212,16 @@ class DatePrefixedGenerator(BufferedGenerator[int], DatedGenerator[int]):
     def _store_key(self) -> str:
         return self.keys.key(self.strategy)
 
-    def purge_before(self, day: date) -> list[date]:
+    @planned
+    def purge_before(self, day: date) -> Plan[list[date]]:
         """As [`DatedGenerator.purge_before`][sa_redis_ids.generators.day_counter.DatedGenerator.purge_before], and first drop this process's buffered blocks of
-        the purged days (a fetch in flight included). Other processes keep theirs at most until
-        those days end by their deadlines (maintenance purges days long over: none are left)."""
+        the purged days (a fetch in flight included; thread and asyncio buffers alike). Other
+        processes keep theirs at most until those days end by their deadlines (maintenance
+        purges days long over: none are left)."""
         day = self._purge_day(day)
-        if self.buffer is not None:
-            self.buffer.end_periods(day_start_ms(day, self.clock.tz))
-        return super().purge_before(day)
+        for buffer in self.buffers:
+            buffer.end_periods(day_start_ms(day, self.clock.tz))
+        return self._purge(day_label(day - timedelta(days=1)))
 
     def day_range(self) -> tuple[date, date]:
         first, last = super().day_range()

@@ -40,7 +40,7 @@ from sa_redis_ids.generators.day_window import (
     label_day,
 )
 from sa_redis_ids.generators.highwater import heal_args, logger
-from sa_redis_ids.redis.plans import Command, Plan, Run, run_plan
+from sa_redis_ids.redis.plans import Command, Plan, Run, planned, run_plan
 from sa_redis_ids.redis.scripts import NeedsFloor, OutOfWindow, check_reply, reply_text
 from sa_redis_ids.validation import check_day
 
@@ -149,6 +149,7 @@ class DatedGenerator(IdGenerator[V]):
     back (`day_and_counter`), where counters live (``storage``) and the counter's range.
     """
 
+    floor_arguments = ("day",)
     storage: str
     """``"hash"``: one hash per namespace, a field per day; ``"key"``: one expiring key per day."""
 
@@ -497,7 +498,8 @@ class DatedGenerator(IdGenerator[V]):
 
     # -- maintenance and reseeding -------------------------------------------------------------
 
-    def precreate(self, day: date) -> bool:
+    @planned
+    def precreate(self, day: date) -> Plan[bool]:
         """Create ``day``'s counter on every node now if it is missing (seeded from the floor,
         under the first-of-day lock, when ``floor=`` is set). True if any node's was created.
 
@@ -509,13 +511,15 @@ class DatedGenerator(IdGenerator[V]):
         [`day_range`][sa_redis_ids.generators.day_counter.DatedGenerator.day_range].
         """
         first, last_day = self.day_range()
-        day = check_day("day", day, first=first, last=last_day)
+        return self._precreate(check_day("day", day, first=first, last=last_day))
+
+    def _precreate(self, day: date) -> Plan[bool]:
         created = False
         errors: dict[str, BaseException] = {}
         last: BaseException | None = None
         for node in self._nodes.nodes:
             try:
-                created = bool(run_plan(self._seed([node], day))) or created
+                created = bool((yield from self._seed([node], day))) or created
             except (RedisUnavailable, LockNotAcquired) as exc:
                 errors[node.name] = last = exc
         if last is not None and len(errors) == len(self._nodes):
@@ -542,72 +546,92 @@ class DatedGenerator(IdGenerator[V]):
             last=LAST_LABEL_DAY + timedelta(1),
         )
 
-    def purge_before(self, day: date) -> list[date]:
+    @planned
+    def purge_before(self, day: date) -> Plan[list[date]]:
         """Delete every day strictly older than ``day`` on every node and raise the purge marker
         to the day before ``day`` (never lower it). Returns the days whose counters were deleted.
 
         ``day`` is a ``date`` from 1000-01-02 to 9999-12-31 (``TypeError``/``ValueError`` otherwise).
         """
         day = self._purge_day(day)
-        last = day_label(day - timedelta(days=1))
+        return self._purge(day_label(day - timedelta(days=1)))
+
+    def _purge(self, last: str) -> Plan[list[date]]:
         deleted: set[str] = set()
-        for labels in self._nodes.each(self.namespace, lambda node: self._purge_on(node, last)):
+        for labels in (
+            yield from self._nodes.each_plan(
+                self.namespace, lambda node: self._purge_on(node, last)
+            )
+        ):
             deleted.update(labels)
         return sorted(label_day(label) for label in deleted)
 
-    def _purge_on(self, node: Node, last: str) -> list[str]:
+    def _purge_on(self, node: Node, last: str) -> Plan[list[str]]:
         store = self._store_key()
         if self.storage == "hash":
-            reply = node.run("dated_purge", keys=[self.purge_key, store], args=[last, "hash"])
+            reply = yield Run(node, "dated_purge", [self.purge_key, store], [last, "hash"])
             return [
                 reply_text(label)
                 for label in check_reply(reply, namespace=self.namespace, node=node)[1:]
             ]
         # Raise the marker first: from then on no day <= last is created, so the index is complete.
         check_reply(
-            node.run("dated_purge", keys=[self.purge_key, store], args=[last, "key"]),
+            (yield Run(node, "dated_purge", [self.purge_key, store], [last, "key"])),
             namespace=self.namespace,
             node=node,
         )
-        members: list[str] = [reply_text(label) for label in node.client.smembers(store)]
+        members: list[str] = [
+            reply_text(label) for label in (yield Command(node, "smembers", store))
+        ]
         labels: list[str] = sorted(label for label in members if label <= last)
         if not labels:
             return []
-        reply = node.run(
+        reply = yield Run(
+            node,
             "dated_purge",
-            keys=[self.purge_key, store, *map(self._day_key, labels)],
-            args=[last, "key", *labels],
+            [self.purge_key, store, *map(self._day_key, labels)],
+            [last, "key", *labels],
         )
         return [
             reply_text(label)
             for label in check_reply(reply, namespace=self.namespace, node=node)[1:]
         ]
 
-    def days_present(self) -> list[date]:
+    @planned
+    def days_present(self) -> Plan[list[date]]:
         """The days that have a counter on any node, oldest first."""
         found: set[str] = set()
-        for labels in self._nodes.each(self.namespace, self._days_on):
+        for labels in (yield from self._nodes.each_plan(self.namespace, self._days_on)):
             found.update(labels)
         return sorted(label_day(label) for label in found)
 
-    def _days_on(self, node: Node) -> list[str]:
+    def _days_on(self, node: Node) -> Plan[list[str]]:
         if self.storage == "hash":
-            return [reply_text(label) for label in node.client.hkeys(self._store_key())]
-        labels = [reply_text(label) for label in node.client.smembers(self._store_key())]
-        return [label for label in labels if node.client.exists(self._day_key(label))]
-
-    def purged_through(self) -> date | None:
-        """The last day purged (the highest purge marker over the nodes), or None."""
-        markers = [
-            reply_text(marker)
-            for marker in self._nodes.each(
-                self.namespace, lambda node: node.client.get(self.purge_key)
-            )
-            if marker is not None
+            return [
+                reply_text(label) for label in (yield Command(node, "hkeys", self._store_key()))
+            ]
+        labels = [
+            reply_text(label) for label in (yield Command(node, "smembers", self._store_key()))
         ]
+        present: list[str] = []
+        for label in labels:
+            if (yield Command(node, "exists", self._day_key(label))):
+                present.append(label)
+        return present
+
+    @planned
+    def purged_through(self) -> Plan[date | None]:
+        """The last day purged (the highest purge marker over the nodes), or None."""
+
+        def action(node: Node) -> Plan[Any]:
+            return (yield Command(node, "get", self.purge_key))
+
+        found = yield from self._nodes.each_plan(self.namespace, action)
+        markers = [reply_text(marker) for marker in found if marker is not None]
         return label_day(max(markers)) if markers else None
 
-    def ensure_at_least(self, value: V) -> list[tuple[str, int | None, int]]:
+    @planned
+    def ensure_at_least(self, value: V) -> Plan[list[tuple[str, int | None, int]]]:
         """Make sure nothing ``<= value`` of ``value``'s day is issued again (counters only rise).
 
         Used to reseed Redis from a table's current maximum. Every node is raised (all must be
@@ -618,10 +642,13 @@ class DatedGenerator(IdGenerator[V]):
         changes; a node without a claim records ours together with the day's counter.
         """
         day, used = self.day_and_counter(value)
-        self.check_claims()
+        return self._raise_to(day, used)
+
+    def _raise_to(self, day: date, used: int) -> Plan[list[tuple[str, int | None, int]]]:
+        yield from self._check_claims()
         result: list[tuple[str, int | None, int]] = []
         for node in self._nodes.nodes:
             counter = node.counter_through(self.start, used)
-            before, after = run_plan(self._set(node, day, counter, "raise"))
+            before, after = yield from self._set(node, day, counter, "raise")
             result.append((node.name, before, after))
         return result

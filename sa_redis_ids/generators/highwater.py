@@ -30,6 +30,7 @@ Defences, in layers, shared by every strategy:
 
 from __future__ import annotations
 
+import inspect
 import logging
 import os
 import threading
@@ -74,6 +75,24 @@ def check_floor(floor: object) -> Any:
     if floor is not None and not callable(floor):
         raise ConfigError(f"floor must be a callable (see floor_from_column), not {floor!r}")
     return floor
+
+
+def check_floor_arguments(floor: Any, arguments: tuple[str, ...], *, namespace: str) -> None:
+    """Raise `ConfigError` naming ``floor=`` when it cannot be called with ``arguments``
+    (a date-keyed generator calls it with the day, the others with nothing). A callable without
+    a readable signature is judged when called."""
+    try:
+        signature = inspect.signature(floor)
+    except (TypeError, ValueError):
+        return
+    try:
+        signature.bind(*arguments)
+    except TypeError as exc:
+        wanted = f"one argument ({arguments[0]})" if arguments else "no argument"
+        raise ConfigError(
+            f"floor={floor!r} must take {wanted}, as this generator calls it: {exc}",
+            namespace=namespace,
+        ) from None
 
 
 class HighWater(Generic[M]):

@@ -216,6 +216,37 @@ def register_strategy(
         )
     if not callable(build):
         raise ConfigError(f"build for strategy {name!r} must be callable, not {build!r}")
+    for option, value in (("replace", replace), ("from_claims", from_claims)):
+        if not isinstance(value, bool):
+            raise ConfigError(f"strategy {name!r}: {option} must be True or False, not {value!r}")
+    if not isinstance(summary, str):
+        raise ConfigError(f"strategy {name!r}: summary must be a str, not {summary!r}")
+    specs = _option_specs(name, options)
+    kind = _config_kind(name, config_kind)
+    if generator is not None and not (isinstance(generator, type) and hasattr(generator, "config")):
+        raise ConfigError(f"strategy {name!r}: generator must be an IdGenerator class")
+    found = Strategy(
+        name,
+        build,
+        summary or (build.__doc__ or "").strip(),
+        generator=generator,
+        options=specs,
+        config_kind="" if kind == name else kind,
+        from_claims=from_claims,
+    )
+    with _LOCK:
+        if name in _STRATEGIES and not replace:
+            raise ConfigError(f"a strategy named {name!r} is already registered")
+        _STRATEGIES[name] = found
+
+
+def _option_specs(name: str, options: object) -> tuple[OptionSpec, ...]:
+    """``options=`` of `register_strategy`, checked: OptionSpecs whose flags and keywords
+    are each declared once and are not the command line's own."""
+    if isinstance(options, (str, bytes)) or not isinstance(options, Iterable):
+        raise ConfigError(
+            f"strategy {name!r}: options must be an iterable of OptionSpec, not {options!r}"
+        )
     specs = tuple(options)
     for spec in specs:
         if not isinstance(spec, OptionSpec):
@@ -226,21 +257,34 @@ def register_strategy(
         raise ConfigError(f"strategy {name!r}: {', '.join(taken)} is the command line's own")
     if len(set(flags)) != len(flags):
         raise ConfigError(f"strategy {name!r} declares a flag twice: {flags}")
-    if generator is not None and not (isinstance(generator, type) and hasattr(generator, "config")):
-        raise ConfigError(f"strategy {name!r}: generator must be an IdGenerator class")
-    found = Strategy(
-        name,
-        build,
-        summary or (build.__doc__ or "").strip(),
-        generator=generator,
-        options=specs,
-        config_kind=config_kind,
-        from_claims=bool(from_claims),
-    )
+    keywords = [spec.keyword for spec in specs]
+    twice = sorted({keyword for keyword in keywords if keywords.count(keyword) > 1})
+    if twice:
+        raise ConfigError(
+            f"strategy {name!r}: options map two flags to the keyword {', '.join(twice)}"
+        )
+    return specs
+
+
+def _config_kind(name: str, config_kind: object) -> str:
+    """The kind of strategy ``name``'s configs (``config_kind=``, default ``name``): a name like
+    a strategy's, and no other registered strategy's (the tools tell namespaces apart by it)."""
+    if not isinstance(config_kind, str) or (config_kind and not NAME.fullmatch(config_kind)):
+        raise ConfigError(
+            f"strategy {name!r}: config_kind {config_kind!r} must be 1-40 lowercase letters, "
+            "digits or '_', starting with a letter (or '' for the strategy's name)"
+        )
+    kind = config_kind or name
     with _LOCK:
-        if name in _STRATEGIES and not replace:
-            raise ConfigError(f"a strategy named {name!r} is already registered")
-        _STRATEGIES[name] = found
+        owner = next(
+            (s.name for s in _STRATEGIES.values() if s.kind == kind and s.name != name), None
+        )
+    if owner is not None:
+        raise ConfigError(
+            f"strategy {name!r}: config_kind {kind!r} is already the kind of strategy {owner!r}; "
+            "choose another so the tools can tell their namespaces apart"
+        )
+    return kind
 
 
 def strategy(name: str) -> Strategy:

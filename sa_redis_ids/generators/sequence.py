@@ -26,7 +26,7 @@ from sa_redis_ids.buffering import (
 from sa_redis_ids.errors import ScriptError
 from sa_redis_ids.generators.base import check_int_option
 from sa_redis_ids.generators.highwater import heal_args
-from sa_redis_ids.redis.plans import Plan, Run, run_plan
+from sa_redis_ids.redis.plans import Plan, Run, planned, run_plan
 from sa_redis_ids.redis.scripts import NeedsFloor, check_reply, reply_text
 from sa_redis_ids.validation import check_bool, check_value_int
 
@@ -164,7 +164,8 @@ class SequenceGenerator(BufferedGenerator[int]):
         used = yield from self._highest_used(what="the highest value already used")
         return node.counter_through(self.start, used)
 
-    def ensure_at_least(self, value: int) -> list[tuple[str, int | None, int]]:
+    @planned
+    def ensure_at_least(self, value: int) -> Plan[list[tuple[str, int | None, int]]]:
         """Make sure no value ``<= value`` is ever issued again (counters only move forward).
 
         Used to reseed Redis from a table's current maximum. Every node is raised (all must be
@@ -176,21 +177,22 @@ class SequenceGenerator(BufferedGenerator[int]):
         ours together with its counter.
         """
         check_value_int("value", value, low=0, high=self._limit)
-        self.check_claims()
+        return self._raise_to(value)
 
-        def action(node: Node) -> tuple[str, int | None, int]:
+    def _raise_to(self, value: int) -> Plan[list[tuple[str, int | None, int]]]:
+        yield from self._check_claims()
+
+        def action(node: Node) -> Plan[tuple[str, int | None, int]]:
             claim = self.claim_for(node)
             needed = node.counter_through(self.start, value)
-            reply = node.run(
-                "set_if_greater",
-                keys=[self.counter_key, self.claim_key],
-                args=[str(needed), claim],
+            reply = yield Run(
+                node, "set_if_greater", [self.counter_key, self.claim_key], [str(needed), claim]
             )
             before, after = check_reply(reply, namespace=self.namespace, node=node, claim=claim)
             text = reply_text(before)
             return node.name, int(text) if text else None, int(after)
 
-        return self._nodes.each(self.namespace, action)
+        return (yield from self._nodes.each_plan(self.namespace, action))
 
     def parse(self, value: int) -> SequenceParts:
         """Which node issued ``value`` and at which counter (for the current node count)."""

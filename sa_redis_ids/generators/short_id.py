@@ -38,7 +38,7 @@ from sa_redis_ids.bounds import BIGINT_MAX
 from sa_redis_ids.errors import ConfigError, RedisUnavailable, SequenceExhausted
 from sa_redis_ids.generators.base import IdGenerator, check_int_option
 from sa_redis_ids.generators.highwater import checked_floor
-from sa_redis_ids.redis.plans import CallFloor, Command, Effect, Plan, Run, run_plan
+from sa_redis_ids.redis.plans import CallFloor, Command, Effect, Plan, Run, planned
 from sa_redis_ids.redis.scripts import NeedsFloor, check_reply, reply_text
 from sa_redis_ids.validation import check_values
 
@@ -456,7 +456,13 @@ class ShortIdGenerator(IdGenerator[int]):
             checked_floor(
                 value, call="floor()", what="values already used", namespace=self.namespace
             )
-            if low <= value <= high and (value - low) % count == index:
+            if not low <= value <= high:
+                raise ConfigError(
+                    f"floor() returned {value!r}, outside the pool {low}..{high}; it must return "
+                    "the pool's values already used",
+                    namespace=self.namespace,
+                )
+            if (value - low) % count == index:
                 yield (value - low) // count
 
     def _take_spread(self, n: int) -> Plan[list[int]]:
@@ -497,10 +503,6 @@ class ShortIdGenerator(IdGenerator[int]):
         used = yield Command(node, "bitcount", self.bitmap_key)
         return int(used)
 
-    def _mark(self, values: Iterable[int], bit: int) -> int:
-        """`_mark_plan` on sync clients."""
-        return run_plan(self._mark_plan(values, bit))
-
     def _mark_plan(self, values: Iterable[int], bit: int) -> Plan[int]:
         """Set the bits of ``values`` to ``bit`` on their nodes; how many changed.
 
@@ -526,14 +528,20 @@ class ShortIdGenerator(IdGenerator[int]):
         (count,) = check_reply(reply, namespace=self.namespace, node=node, claim=call.claim)
         return int(count)
 
-    def release(self, value: int) -> bool:
+    @planned
+    def release(self, value: int) -> Plan[bool]:
         """Give ``value`` back to the pool so it can be issued again; True if it was taken."""
         node, position = self.locate(value)
         with self.high.records:
             self._taken[node.index].discard(position)
-        return self._mark([value], 0) == 1
+        return self._changed(self._mark_plan([value], 0))
 
-    def reserve(self, values: Iterable[int]) -> int:
+    @staticmethod
+    def _changed(plan: Plan[int]) -> Plan[bool]:
+        return (yield from plan) == 1
+
+    @planned
+    def reserve(self, values: Iterable[int]) -> Plan[int]:
         """Take ``values`` out of the pool for good (vanity numbers); how many were still free.
 
         Every value is checked before anything is sent, so an out-of-pool value reserves nothing,
@@ -543,20 +551,27 @@ class ShortIdGenerator(IdGenerator[int]):
         chosen = check_values("values", values)
         for value in chosen:
             self.locate(value)
-        self.check_claims()
-        return self._mark(chosen, 1)
+        return self._reserve(chosen)
 
-    def is_taken(self, value: int) -> bool:
+    def _reserve(self, chosen: list[int]) -> Plan[int]:
+        yield from self._check_claims()
+        return (yield from self._mark_plan(chosen, 1))
+
+    @planned
+    def is_taken(self, value: int) -> Plan[bool]:
         """Whether ``value`` is issued or reserved (asks the node that owns it)."""
         node, position = self.locate(value)
-        taken: int = self._nodes.on(
-            node, self.namespace, lambda n: n.client.getbit(self.bitmap_key, position)
-        )
-        return taken == 1
 
-    def stats(self) -> ShortIdStats:
+        def action(node: Node) -> Plan[bool]:
+            taken = yield Command(node, "getbit", self.bitmap_key, position)
+            return bool(taken == 1)
+
+        return self._nodes.on_plan(node, self.namespace, action)
+
+    @planned
+    def stats(self) -> Plan[ShortIdStats]:
         """Issued, free and fill ratio of the whole pool (``BITCOUNT`` on every node)."""
-        counts = run_plan(self._nodes.each_plan(self.namespace, self._bitcount))
+        counts = yield from self._nodes.each_plan(self.namespace, self._bitcount)
         issued = sum(counts)
         return ShortIdStats(
             issued=issued, free=self.pool_size - issued, fill_ratio=issued / self.pool_size

@@ -24,7 +24,7 @@ is written. A node without a claim records the generator's together with its cou
 from __future__ import annotations
 
 from collections.abc import Callable
-from contextlib import AbstractContextManager, nullcontext
+from contextlib import AbstractContextManager, nullcontext, suppress
 from dataclasses import dataclass, field
 from datetime import date
 from typing import Any
@@ -165,12 +165,15 @@ def reseed_from_table(
     since: date | None = None,
     progress: Progress | None = None,
     rows_progress: Callable[[int, int], None] | None = None,
+    days_progress: Callable[[int, int], None] | None = None,
 ) -> ReseedReport:
     """Raise ``generator``'s counters above every value of ``table.column`` (see the module doc).
 
     ``table`` is a ``Table`` or a name (``schema.name`` allowed) reflected from ``bind``.
     ``since``: date-keyed generators only visit days from it on (the newest days matter most).
     ``rows_progress(done, total)``: pools, after each chunk of values marked taken.
+    ``days_progress(done, total)``: date-keyed generators, after each day: the days walked so far
+    and the days from the newest value's to the oldest's (or ``since``).
     """
     col = _column(bind, table, column)
     generator.check_claims()  # another node list or other options: refused before any query
@@ -188,7 +191,8 @@ def reseed_from_table(
         )
         if isinstance(generator, DayKeyed) and isinstance(generator, Reseedable):
             report.kind = "days"
-            _reseed_days(generator, generator, conn, col, within, report, since, progress)
+            walk = _DayWalk(progress, days_progress)
+            _reseed_days(generator, generator, conn, col, within, report, since, walk)
         elif isinstance(generator, Reseedable):
             top = conn.execute(select(func.max(col)).where(within)).scalar()
             if top is not None:
@@ -235,6 +239,48 @@ MAX_UNREADABLE = 10_000
 skipped one by one before the walk gives up with a note."""
 
 
+class _DayWalk:
+    """Reports a walk over the days of a table, newest first, to the callbacks given."""
+
+    def __init__(self, progress: Progress | None, days_progress: Callable[[int, int], None] | None):
+        self.progress = progress
+        self.days_progress = days_progress
+        self.newest: date | None = None
+        self.total = 0
+
+    def walked(
+        self,
+        step: ReseedStep,
+        steps: int,
+        generator: DayKeyed,
+        conn: Connection,
+        col: Column[Any],
+        within: Any,
+        since: date | None,
+    ) -> None:
+        if self.progress:
+            self.progress(step, steps)
+        if self.days_progress is None or step.day is None:
+            return
+        if self.newest is None:  # the first day walked is the newest: count the days to go
+            self.newest = step.day
+            self.total = (step.day - _oldest_day(generator, conn, col, within, since)).days + 1
+        done = (self.newest - step.day).days + 1
+        self.days_progress(done, max(done, self.total))
+
+
+def _oldest_day(
+    generator: DayKeyed, conn: Connection, col: Column[Any], within: Any, since: date | None
+) -> date:
+    """The day of the column's lowest value of ``generator`` (not before ``since``)."""
+    oldest = generator.day_range()[0]
+    low = conn.execute(select(func.min(col)).where(within)).scalar()
+    if low is not None:
+        with suppress(ValueError):  # an impossible date in the range: count from its start
+            oldest = generator.day_and_counter(low)[0]
+    return oldest if since is None else max(oldest, since)
+
+
 def _reseed_days(
     generator: DayKeyed,
     counters: Reseedable,
@@ -243,7 +289,7 @@ def _reseed_days(
     within: Any,
     report: ReseedReport,
     since: date | None,
-    progress: Progress | None,
+    walk: _DayWalk,
 ) -> None:
     marker: date | None = generator.purged_through()
     below: Any = None
@@ -276,8 +322,7 @@ def _reseed_days(
             except DayPurged as exc:
                 step = ReseedStep(day, top, [], skipped=str(exc))
         report.steps.append(step)
-        if progress:
-            progress(step, len(report.steps))
+        walk.walked(step, len(report.steps), generator, conn, col, within, since)
         below = generator.day_bounds(day)[0]
 
 

@@ -35,7 +35,9 @@ from sqlalchemy import func, select
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.orm import sessionmaker
 from sqlalchemy.sql.elements import ColumnElement
+from sqlalchemy.types import Float, Integer, NullType, Numeric, String, TypeDecorator
 
+from sa_redis_ids.errors import ConfigError
 from sa_redis_ids.generators.base import GeneratorFloor, IdGenerator
 from sa_redis_ids.generators.day_counter import DatedGenerator
 from sa_redis_ids.generators.short_id import ShortIdGenerator
@@ -71,6 +73,8 @@ class ColumnFloor(GeneratorFloor):
         """This floor for ``generator`` (a generator calls it when given ``floor=``)."""
         if not isinstance(generator, IdGenerator):
             raise TypeError(f"a column floor needs an ID generator, not {generator!r}")
+        if _is_column(self._column):
+            check_column_type(self._column, generator)
         return ColumnFloor(self.source, self._column, generator)
 
     @property
@@ -79,6 +83,8 @@ class ColumnFloor(GeneratorFloor):
         column = self._column if _is_column(self._column) else self._column()
         if not _is_column(column):
             raise TypeError(f"the column reference returned {column!r}, not a column")
+        if self.generator is not None and column is not self._column:
+            check_column_type(column, self.generator)
         return column
 
     def __call__(self, *day: date) -> Any:
@@ -157,6 +163,35 @@ class ColumnFloor(GeneratorFloor):
 
     def __repr__(self) -> str:
         return f"floor_from_column({self.source!r}, {self._column!r})"
+
+
+def check_column_type(column: Any, generator: IdGenerator[Any]) -> None:
+    """Raise `ConfigError` naming ``column`` unless its SQL type holds ``generator``'s
+    values: an integer type for numeric IDs, a string type for codes (an untyped column passes).
+    A floor read from another type would find nothing, or nonsense, and let IDs be issued again.
+    """
+    sql_type = getattr(column, "type", None)
+    if isinstance(sql_type, TypeDecorator):
+        sql_type = sql_type.impl_instance
+    if sql_type is None or isinstance(sql_type, NullType):
+        return
+    if generator.python_type is str:
+        fits = isinstance(sql_type, String)
+        wanted = "a string column (String, Text ...)"
+    else:
+        fits = isinstance(sql_type, Integer) or (
+            isinstance(sql_type, Numeric)
+            and not isinstance(sql_type, Float)
+            and sql_type.scale == 0
+        )
+        wanted = "an integer column (BigInteger, Integer ...)"
+    if not fits:
+        raise ConfigError(
+            f"floor_from_column: column {column} is {sql_type!r}, but {generator.strategy} "
+            f"{generator.namespace!r} issues {generator.python_type.__name__} values; "
+            f"give it {wanted}",
+            namespace=generator.namespace,
+        )
 
 
 def _is_column(value: object) -> bool:

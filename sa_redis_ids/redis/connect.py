@@ -132,6 +132,11 @@ def client_from_sentinel(
     """
     addresses = sentinel_addresses(sentinels)
     connect_timeout, socket_timeout = check_timeouts(connect_timeout, socket_timeout)
+    if sentinel_kwargs is not None and not isinstance(sentinel_kwargs, Mapping):
+        raise ConfigError(
+            "sentinel_kwargs must be a dict of options for the sentinel connections (such as "
+            f"{{'password': ...}}), not {sentinel_kwargs!r}"
+        )
     if not isinstance(service_name, str) or not service_name:
         raise ConfigError(f"service_name must be a non-empty str, not {service_name!r}")
     timeouts = {"socket_connect_timeout": connect_timeout, "socket_timeout": socket_timeout}

@@ -97,6 +97,10 @@ NODE_DOWN_ERRORS: tuple[type[BaseException], ...] = (
 FAILOVER_REPLIES = ("NOREPLICAS", "UNBLOCKED", "READONLY", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN")
 
 
+DB_OUT_OF_RANGE = "DB index is out of range"
+"""What Redis answers the SELECT of a connection whose URL names a database it does not have."""
+
+
 def is_failover_reply(error: redis.ResponseError) -> bool:
     """Whether an error reply says the node is not (or not yet) a master that can take writes."""
     text = str(error)
@@ -550,6 +554,13 @@ class NodeSet:
         except redis.ResponseError as exc:
             if is_failover_reply(exc):
                 raise self._unavailable(node, namespace, exc) from exc
+            if DB_OUT_OF_RANGE in str(exc):
+                raise ConfigError(
+                    f"the database index of the Redis URL is more than the server has ({exc}): "
+                    "use a db from 0 to the server's 'databases' setting minus 1",
+                    namespace=namespace,
+                    node=node.name,
+                ) from exc
             if "overflow" in str(exc):
                 raise SequenceExhausted(
                     "counter would pass a signed 64-bit integer",

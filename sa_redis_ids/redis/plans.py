@@ -16,19 +16,30 @@ await run_plan_async(take(node))                  # asyncio front end
 ```
 
 A plan must not hold a thread lock across a ``yield`` when it may run on the asyncio driver.
+
+A public method that does I/O is written once, as a plan, and decorated with `planned`:
+called on a sync generator it runs the plan at once; the asyncio front end
+([`AsyncIdGenerator`][sa_redis_ids.generators.aio.AsyncIdGenerator]) finds the plan with `plan_of` and
+offers the same method as a coroutine.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
 import time
 from collections.abc import Callable, Generator, Sequence
-from typing import Any, Protocol, TypeVar
+from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar
 
 from sa_redis_ids.errors import ConfigError
 
 T = TypeVar("T")
+S = TypeVar("S")
+P = ParamSpec("P")
+
+PLAN_ATTRIBUTE = "__plan__"
+"""Where `planned` keeps a method's plan."""
 
 
 class Node(Protocol):
@@ -176,3 +187,24 @@ def now(action: Callable[..., T], *args: Any) -> Plan[T]:
     """A plan that calls ``action(*args)`` and yields nothing (sync-only work inside a plan)."""
     return action(*args)
     yield  # pragma: no cover - makes this function a generator
+
+
+def planned(plan: Callable[Concatenate[S, P], Plan[T]]) -> Callable[Concatenate[S, P], T]:
+    """A sync method that runs the plan method ``plan`` (same name, arguments and docstring).
+
+    The asyncio front end awaits the very same plan (see `plan_of`), so an I/O method is
+    written once and exists on both front ends.
+    """
+
+    def method(self: S, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        return run_plan(plan(self, *args, **kwargs))
+
+    functools.update_wrapper(method, plan)
+    setattr(method, PLAN_ATTRIBUTE, plan)
+    return method
+
+
+def plan_of(method: object) -> Callable[..., Plan[Any]] | None:
+    """The plan behind a `planned` method (looked up on the class), or None."""
+    found: Callable[..., Plan[Any]] | None = getattr(method, PLAN_ATTRIBUTE, None)
+    return found

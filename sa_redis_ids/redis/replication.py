@@ -31,10 +31,20 @@ from sa_redis_ids.redis.connect import socket_timeout_of
 DEFAULT_REPLICA_TIMEOUT = 0.5
 
 
+MAX_REPLICAS = 1000
+"""The most replicas ``replicas=`` may ask to acknowledge (far beyond any real deployment; the
+bound keeps ``WAIT``'s argument a number Redis takes)."""
+
+
 def check_replica_options(replicas: object, replica_timeout: object) -> tuple[int, float]:
-    """Validate ``replicas`` (an int >= 0) and ``replica_timeout`` (finite seconds > 0)."""
-    if isinstance(replicas, bool) or not isinstance(replicas, int) or replicas < 0:
-        raise ConfigError(f"replicas must be an int >= 0, not {replicas!r}")
+    """Validate ``replicas`` (an int from 0 to `MAX_REPLICAS`) and ``replica_timeout``
+    (finite seconds > 0)."""
+    if (
+        isinstance(replicas, bool)
+        or not isinstance(replicas, int)
+        or not 0 <= replicas <= MAX_REPLICAS
+    ):
+        raise ConfigError(f"replicas must be an int from 0 to {MAX_REPLICAS}, not {replicas!r}")
     if (
         isinstance(replica_timeout, bool)
         or not isinstance(replica_timeout, (int, float))

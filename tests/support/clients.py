@@ -1,10 +1,12 @@
-"""Clients for tests: one that proves nothing reaches Redis, and asyncio ones on a backend."""
+"""Clients for tests that must prove nothing reaches Redis."""
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Any
 
+import fakeredis
 import redis
+import redis.asyncio
 from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
 
 from sa_redis_ids.asyncio import AsyncRedisIds
@@ -22,21 +24,24 @@ class Untouchable(redis.Redis):
         raise AssertionError(f"Redis was touched: {args[:1]}")
 
 
-class BackendLike(Protocol):
-    """What :func:`async_ids_for` needs of a test backend (``tests.conftest.Backend``)."""
+class UntouchableAsync(redis.asyncio.Redis):
+    """:class:`Untouchable` for the asyncio front end."""
 
-    name: str
-    prefix: str
-    target: dict[str, Any] | None
+    def __init__(self) -> None:
+        super().__init__(host="127.0.0.1", port=1, socket_timeout=1, socket_connect_timeout=1)
+
+    async def execute_command(self, *args: Any, **options: Any) -> Any:
+        raise AssertionError(f"Redis was touched: {args[:1]}")
 
 
-def async_ids_for(backend: BackendLike) -> AsyncRedisIds:
-    """An ``AsyncRedisIds`` on the same server (and key prefix) as ``backend``."""
+def async_ids_on(backend: Any) -> Any:
+    """An ``AsyncRedisIds`` on the very data (and key prefix) of a test's ``backend``; make it
+    inside the event loop that uses it."""
     if backend.name == "fake":
-        return AsyncRedisIds.embedded(prefix=backend.prefix)
+        server = backend.client.connection_pool.connection_kwargs["server"]
+        return AsyncRedisIds(fakeredis.FakeAsyncRedis(server=server), prefix=backend.prefix)
     if backend.name == "redis":
         return AsyncRedisIds.from_url(REDIS_URL, prefix=backend.prefix)
-    assert backend.target is not None
     return AsyncRedisIds(
         AsyncRedisCluster.from_url(backend.target["cluster"], socket_timeout=5),
         prefix=backend.prefix,
