@@ -11,7 +11,9 @@ exit and keeps daily codes dense, unlike buffering (``block=``).
 
 The first caller does not wait for anyone: it takes a free call slot and makes the call itself, on
 its own thread or task, so a lone caller's latency is one round trip, as without sharing (the
-bookkeeping is one lock taken twice). Only callers that arrive while calls are in flight queue up:
+bookkeeping is one lock taken twice). A generator's ``next_id``/``next_ids`` plans ask for the
+values with one `SharedTake` effect, which each driver carries out its own way. Only callers that
+arrive while calls are in flight queue up:
 
 - **Threads** (`SharedCalls`): the thread whose call ends makes the next call for the queued
   requests at once, before it returns (it is running; a woken thread would first have to
