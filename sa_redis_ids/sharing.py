@@ -149,15 +149,15 @@ class SharedCalls(_Sharing[V]):
         """``n`` (>= 1) values: from a call of this thread's own when a call slot is free, else
         from the next shared call."""
         with self._lock:
-            if self._calls < self.slots:
+            lead = self._calls < self.slots
+            if lead:
                 self._calls += 1
-                request = None
             else:
                 wake = threading.Lock()
                 wake.acquire()
                 request = _Request[V](n, wake)
                 self._queue.append(request)
-        if request is None:
+        if lead:
             try:
                 return run_plan(self._take_plan(n))
             finally:
@@ -177,10 +177,11 @@ class SharedCalls(_Sharing[V]):
         running, a woken one would first have to be scheduled), then hand the requests queued
         after that to the first of their threads; or free the slot."""
         with self._lock:
-            batch = self._next_batch(self._queue)
-            if not batch:
+            queue = self._queue
+            if not queue:  # a lone caller's way out: nothing else to do
                 self._calls -= 1
                 return
+            batch = self._next_batch(queue)
         try:
             run_plan(self._answer(batch))
         finally:

@@ -22,7 +22,7 @@ from sa_redis_ids.generators.highwater import (
 )
 from sa_redis_ids.keys import KeySpace
 from sa_redis_ids.observe import observed
-from sa_redis_ids.redis.plans import CallFloor, Command, Plan, now, planned, run_plan
+from sa_redis_ids.redis.plans import CallFloor, Command, Plan, now, planned, planned_as, run_plan
 from sa_redis_ids.redis.scripts import STATUS_CLAIM_MISMATCH, raise_for_status, reply_text
 from sa_redis_ids.sharing import Shared
 from sa_redis_ids.validation import check_int_option as check_int_option
@@ -201,17 +201,27 @@ class IdGenerator(ABC, Generic[V]):
                     claim=ours,
                 )
 
-    @planned
-    def next_id(self) -> Plan[V]:
-        """One new value."""
+    def _next_id_plan(self) -> Plan[V]:
+        """`next_id` as a plan (what the asyncio front end awaits)."""
         return first(self._shared_take_plan(1))
 
-    @planned
-    def next_ids(self, n: int) -> Plan[list[V]]:
-        """``n`` new values in one Redis round trip (``[]`` for 0)."""
+    @planned_as(_next_id_plan)
+    def next_id(self) -> V:
+        """One new value."""
+        return self._take(1)[0]
+
+    def _next_ids_plan(self, n: int) -> Plan[list[V]]:
+        """`next_ids` as a plan (what the asyncio front end awaits)."""
         if check_count(n, most=self.max_batch) == 0:
             return now(list)
         return self._shared_take_plan(n)
+
+    @planned_as(_next_ids_plan)
+    def next_ids(self, n: int) -> list[V]:
+        """``n`` new values in one Redis round trip (``[]`` for 0)."""
+        if check_count(n, most=self.max_batch) == 0:
+            return []
+        return self._take(n)
 
     def _shared_take_plan(self, n: int) -> Plan[list[V]]:
         """`_take_plan` (``n`` >= 1), its round trip shared with concurrent callers (threads,
@@ -227,8 +237,10 @@ class IdGenerator(ABC, Generic[V]):
 
     def _take(self, n: int) -> list[V]:
         """Fetch ``n`` (>= 1) values in one round trip (sync), shared with concurrent callers
-        unless `share_calls` is off."""
-        return run_plan(self._shared_take_plan(n))
+        unless `share_calls` is off (the threads' shared calls directly: no plan in between)."""
+        if self.share_calls:
+            return self._shared.threads.take(n)
+        return run_plan(self._take_plan(n))
 
     def _call_plan(self, action: Callable[[Node], Plan[T]]) -> Plan[T]:
         """Plan ``action`` on the next node that can answer (see ``NodeSet.call_plan``); reported
