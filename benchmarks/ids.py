@@ -15,7 +15,7 @@ ids``) measures, in one run on one Redis, each call timed alternately with a ``P
 4. concurrency, unbuffered (``benchmarks.concurrency``): ``next_id()`` of one generator per
    strategy from 64 asyncio tasks and from 16 threads, against ``INCR`` from as many tasks
    (``redis.asyncio``) or threads (redis-py), in alternating rounds: IDs/s and the ratio to ``INCR``;
-5. the server's cost per call (``benchmarks.server_cost``): ``INFO commandstats`` time and
+5. the server's cost per call (``benchmarks.server_info``): ``INFO commandstats`` time and
    ``INFO cpu`` per call of ``INCR``, an empty ``EVALSHA`` and each strategy's ``next_id()``;
 6. buffered Sequence / DatePrefixed (``block=``) in one thread, in 4 threads sharing one generator,
    and in 4 processes: IDs/s and the ratio to the unbuffered ``INCR``;
@@ -59,7 +59,7 @@ from benchmarks.report import (
     time_paired,
     write_json,
 )
-from benchmarks.server_cost import measure_server
+from benchmarks.server_info import measure_server
 from sa_redis_ids import Buffering, IdGenerator, RedisIds
 
 URL_ENV = "SA_REDIS_IDS_URL"

@@ -1,59 +1,93 @@
-"""What one call costs the Redis server: ``INFO commandstats`` time and ``INFO cpu`` per call.
+"""What one ``next_id()`` costs the Redis server, per strategy, against an ``INCR``.
 
-For each contender (``INCR``, an empty ``EVALSHA``, each strategy's ``next_id()``) the benchmark
-reads ``INFO commandstats`` and ``INFO cpu`` before and after a run of single calls:
+``python -m benchmarks.server_cost [--calls N] [--batches B] [--quick]`` starts its own
+``redis-server`` (a free loopback port, stopped by process id at the end) and, for each strategy
+and for a redis-py ``INCR`` (sent as ``INCRBY``), ``B`` times resets the server's statistics
+(``CONFIG RESETSTAT``, on this private server only), makes ``N`` calls and reads:
 
-- **commandstats µs/call**: the growth of the command's ``usec`` over the growth of its ``calls``
-  (the time Redis spent executing it: the script, not the network);
-- **CPU µs/call**: the growth of ``used_cpu_user + used_cpu_sys`` over the calls made, i.e. the
-  whole server's CPU per call, reading and parsing the request and writing the reply included.
+* ``INFO commandstats``: ``usec_per_call`` of ``evalsha`` (the script's time inside Redis, every
+  command it runs included) or of ``incr``;
+* ``INFO cpu``: the server's CPU time (user + system) per call, reading and writing the socket
+  included.
 
-Other clients of the same server add to both (their calls of the same command, their CPU), so the
-contenders run in alternating rounds and each keeps its lowest round. Run it against a server no
-one else uses for figures that mean something; a Redis Cluster reports per node and is skipped.
+It prints the lowest of the ``B`` batches for both (on a shared machine a batch's average includes
+the times the server waited for a core; the lowest is closest to what a call costs), with the
+ratio to ``INCR``. Timings are never asserted anywhere.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import argparse
+from collections.abc import Callable, Sequence
 from typing import Any
 
-Cost = tuple[str, str, int, float, float]
-"""``(strategy, command, calls, commandstats µs per call, CPU µs per call)``."""
+import redis
+
+from benchmarks.report import table
+from sa_redis_ids import RedisIds
+from tests.support.servers import RedisServer
 
 
-def _reading(client: Any, command: str) -> tuple[int, int, float]:
-    """The command's ``calls`` and ``usec`` so far and the server's CPU seconds."""
-    stats = client.info("commandstats").get(f"cmdstat_{command}", {})
+def _cpu_seconds(client: redis.Redis) -> float:
     cpu = client.info("cpu")
-    return (
-        int(stats.get("calls", 0)),
-        int(stats.get("usec", 0)),
-        float(cpu["used_cpu_user"]) + float(cpu["used_cpu_sys"]),
-    )
+    return float(cpu["used_cpu_user"]) + float(cpu["used_cpu_sys"])
 
 
-def measure_server(
-    client: Any,
-    contenders: dict[str, tuple[Callable[[], object], str]],
-    *,
-    calls: int,
-    rounds: int,
-) -> list[Cost]:
-    """The server's cost per call of each contender ``name: (call, command it sends)``."""
-    best: dict[str, tuple[float, float]] = {}
-    for _ in range(rounds):
-        for name, (call, command) in contenders.items():
-            calls_before, usec_before, cpu_before = _reading(client, command)
-            for _ in range(calls):
-                call()
-            calls_after, usec_after, cpu_after = _reading(client, command)
-            executed = max(1, calls_after - calls_before)
-            usec = (usec_after - usec_before) / executed
-            cpu = (cpu_after - cpu_before) * 1e6 / calls
-            found = best.get(name)
-            best[name] = (usec, cpu) if found is None else (min(found[0], usec), min(found[1], cpu))
-    return [
-        (name, command, calls * rounds, *best[name])
-        for name, (_call, command) in contenders.items()
-    ]
+def measure(
+    client: redis.Redis, command: str, call: Callable[[], object], calls: int, batches: int
+) -> tuple[float, float]:
+    """``(commandstats µs per call of command, server CPU µs per call)``: the lowest of
+    ``batches`` batches of ``calls`` calls each."""
+    for _ in range(min(100, calls)):  # warm up: connection, script load, first-use reads
+        call()
+    script, cpu = float("inf"), float("inf")
+    for _ in range(batches):
+        client.config_resetstat()
+        before = _cpu_seconds(client)
+        for _ in range(calls):
+            call()
+        cpu = min(cpu, (_cpu_seconds(client) - before) / calls * 1e6)
+        stats: dict[str, Any] = client.info("commandstats")
+        script = min(script, float(stats[f"cmdstat_{command}"]["usec_per_call"]))
+    return script, cpu
+
+
+def run(calls: int, batches: int) -> list[list[object]]:
+    """Start a server, measure every strategy and ``INCR``, stop it; the table's rows."""
+    server = RedisServer().start()
+    try:
+        client = server.client()
+        ids = RedisIds.from_url(server.url, prefix="bench_server_cost")
+        generators: dict[str, Callable[[], object]] = {
+            "sequence": ids.sequence("seq").next_id,
+            "date_prefixed": ids.date_prefixed("dp").next_id,
+            "daily_code": ids.daily_code("dc", digits=8, tz="UTC").next_id,
+            "snowflake": ids.snowflake("sf").next_id,
+            "short_id": ids.short_id("sid", pool_size=10_000_000, offset=10_000_000).next_id,
+        }
+        incr = measure(
+            client, "incrby", lambda: client.incr("bench_server_cost:incr"), calls, batches
+        )
+        rows: list[list[object]] = [["redis-py INCR", incr[0], 1.0, incr[1], 1.0]]
+        for name, call in generators.items():
+            script, cpu = measure(client, "evalsha", call, calls, batches)
+            rows.append([f"{name} next_id()", script, script / incr[0], cpu, cpu / incr[1]])
+    finally:
+        server.stop()
+    return rows
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--calls", type=int, default=2000, help="calls per batch")
+    parser.add_argument("--batches", type=int, default=10, help="batches of each kind")
+    parser.add_argument("--quick", action="store_true", help="2 batches of 500 calls")
+    args = parser.parse_args(argv)
+    rows = run(500, 2) if args.quick else run(args.calls, args.batches)
+    headers = ["call", "commandstats µs", "× INCR", "server CPU µs", "× INCR"]
+    print(table(headers, rows))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

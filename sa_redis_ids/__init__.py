@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from sa_redis_ids.errors import (
         ClockMovedBackwards,
         ConfigError,
+        ConnectionPoolFull,
         DayMissing,
         DayPurged,
         LockNotAcquired,
@@ -53,6 +54,7 @@ _HOMES = {
     "Buffering": "sa_redis_ids.buffering",
     "ClockMovedBackwards": "sa_redis_ids.errors",
     "ConfigError": "sa_redis_ids.errors",
+    "ConnectionPoolFull": "sa_redis_ids.errors",
     "DailyCodeGenerator": "sa_redis_ids.generators.daily_code",
     "DailyCodeParts": "sa_redis_ids.generators.daily_code",
     "DatePrefixedGenerator": "sa_redis_ids.generators.date_prefixed",
@@ -105,6 +107,7 @@ __all__ = [
     "Buffering",
     "ClockMovedBackwards",
     "ConfigError",
+    "ConnectionPoolFull",
     "DailyCodeGenerator",
     "DailyCodeParts",
     "DatePrefixedGenerator",

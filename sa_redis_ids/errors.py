@@ -56,6 +56,14 @@ class RedisUnavailable(NodeErrors, ConnectionError):
     """No Redis node could answer. ``errors`` maps each node tried to the error it gave."""
 
 
+class ConnectionPoolFull(RedisUnavailable):
+    """Every connection of the client's own pool was in use (its ``max_connections``): a limit of
+    this process, not a failure of the node, which is not marked down. A call moves on to another
+    node where there is one. The clients of ``RedisIds.from_url`` wait for a free connection
+    instead (a blocking pool, within the socket timeout); a client you build yourself does so with
+    ``redis.BlockingConnectionPool``."""
+
+
 class SequenceExhausted(SaRedisIdsError):
     """The generator has no value left (counter at its limit, pool full, BIGINT reached)."""
 

@@ -35,6 +35,7 @@ from sa_redis_ids.redis.connect import (
     embedded_client,
     is_async_client,
     is_embedded,
+    refuse_foreign_client,
     socket_timeout_of,
 )
 from sa_redis_ids.redis.nodes import Node, NodeSet
@@ -43,6 +44,10 @@ from sa_redis_ids.validation import check_bool, check_seconds
 
 G = TypeVar("G", bound=IdGenerator[Any])
 Ids = TypeVar("Ids", bound="RedisIdsBase")
+
+SENTINEL_REPLICAS = 1
+"""``replicas`` of [`RedisIdsBase.from_sentinel`][sa_redis_ids.ids.RedisIdsBase.from_sentinel] by default: its one replica acknowledges
+every write, so a master Sentinel has replaced cannot hand out values (see there)."""
 
 DAY_LOCK_WAIT_WITH_OTHERS = 1.0
 """Seconds a call waits for another process seeding one node's day when other nodes can answer."""
@@ -60,6 +65,7 @@ def check_client(client: object) -> None:
             f"client must be a redis-py client (redis.Redis or RedisCluster), not "
             f"{type(client).__name__}"
         )
+    refuse_foreign_client(client)
 
 
 class RedisIdsBase:
@@ -203,7 +209,7 @@ class RedisIdsBase:
         connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
         socket_timeout: float = DEFAULT_SOCKET_TIMEOUT,
         retry_after: float = 2.0,
-        replicas: int = 0,
+        replicas: int = SENTINEL_REPLICAS,
         replica_timeout: float = DEFAULT_REPLICA_TIMEOUT,
         strict: bool = False,
         sentinel_kwargs: dict[str, Any] | None = None,
@@ -211,12 +217,33 @@ class RedisIdsBase:
     ) -> Ids:
         """One node: the master of ``service_name`` as the Redis Sentinels name it.
 
-        ``sentinels`` are ``"host:port"`` strings or ``(host, port)`` tuples. The master's address is
-        asked of the sentinels at every new connection, so after a failover the next call reaches
-        the new master; calls during the failover raise [`RedisUnavailable`][sa_redis_ids.RedisUnavailable].
-        Pair it with ``replicas=1`` so that values the old master issued but did not replicate are
-        never handed out. ``sentinel_kwargs`` go to the sentinel connections (e.g. their password),
-        the other keyword arguments to the master's.
+        ``sentinels`` are ``"host:port"`` strings or ``(host, port)`` tuples; ``sentinel_kwargs``
+        go to the sentinel connections (e.g. their password), the other keyword arguments to the
+        master's.
+
+        A switch-over issues nothing from a master Sentinel has replaced. Sentinel promotes the
+        replica within a second or two but demotes the old master only at its next periodic
+        check, about 10 s later, and connections opened before the switch-over keep reaching the
+        old master until then. So by default (``replicas=1``) every script is sent with ``WAIT 1``
+        in the same round trip and its values are handed out only once the replica holds them:
+        the promoted replica no longer acknowledges the old master, whose values are dropped
+        ([`ReplicasNotAcknowledged`][sa_redis_ids.ReplicasNotAcknowledged], a
+        [`RedisUnavailable`][sa_redis_ids.RedisUnavailable]). A failed call asks the Sentinels
+        where the master is (at most every 0.1 s) and closes the idle connections to the old one.
+        A master without a replica to wait for (the new master until the old one rejoins it, a
+        master whose replica died, a service without replicas) issues without ``WAIT`` once the
+        Sentinels name it and every replica they list for it is down or its predecessor; each such
+        call checks, in the same round trip, that it ran on that very server. Measured
+        (``benchmarks/sentinel.py``, loopback, one replica): a call costs about 1.9× a
+        ``replicas=0`` call; a switch-over leaves 1.0 to 1.3 s without values. Tested with the
+        old master left writable as real Sentinel leaves it:
+        ``tests/test_faults.py::test_a_sentinel_switch_over_window_with_default_options``.
+
+        With more than one replica, set ``replicas=`` to their number: the replicas Sentinel has
+        not yet moved to the new master could otherwise acknowledge the old one. ``replicas=0``
+        opts out (when repeated IDs after a switch-over are acceptable): connections opened
+        before a switch-over then write to the old master until Sentinel demotes it, and the new
+        master issues the same values again.
         """
         check_replica_options(replicas, replica_timeout)
         client = client_from_sentinel(

@@ -64,6 +64,7 @@ import redis
 
 from sa_redis_ids.errors import ConfigError, LockNotAcquired, RedisUnavailable, SaRedisIdsError
 from sa_redis_ids.keys import DEFAULT_PREFIX, validate_prefix
+from sa_redis_ids.redis.identity import same_server, server_identity
 from sa_redis_ids.redis.nodes import Node, NodeSet
 from sa_redis_ids.redis.plans import Effect, Plan, Run, Sleep, run_plan, run_plan_async
 from sa_redis_ids.redis.scripts import check_reply, reply_text
@@ -78,6 +79,8 @@ _NAME = re.compile(r"[A-Za-z0-9_.:\-]+")
 DRIFT_FACTOR = 0.01
 DRIFT_MS = 2
 MIN_TTL = 0.01
+IDENTITY_TIMEOUT = 1.0
+"""Seconds to wait for a node's ``INFO server`` at its first use by a Redlock."""
 
 #: Errors that mean "this node did not grant the lock" rather than a bug.
 _NODE_ERRORS: tuple[type[BaseException], ...] = (redis.RedisError, SaRedisIdsError)
@@ -396,6 +399,7 @@ class Redlock:
             )
         wait = self.timeout if timeout is None else _seconds("timeout", timeout, low=0.0)
         deadline = self._clock() + wait
+        yield from self._check_distinct_plan()
         attempts = 0
         while True:
             attempts += 1
@@ -473,6 +477,25 @@ class Redlock:
             raise
         yield from self.release_plan()
         return result
+
+    def _check_distinct_plan(self) -> Plan[None]:
+        """Refuse nodes that are one server under several names (see
+        ``sa_redis_ids.redis.identity``): its grants would count as a majority of one.
+        Each node's server is read at its first use; a node that does not answer is checked on a
+        later acquisition."""
+        if len(self._nodes) < 2:
+            return
+        identities = yield FanOut(
+            self._nodes, server_identity, max(self.node_timeout, IDENTITY_TIMEOUT)
+        )
+        same = same_server(self._labels, identities)
+        if same is not None:
+            first, second, identity = same
+            raise ConfigError(
+                f"lock {self.name!r}: nodes {first} and {second} are the same Redis server "
+                f"({identity}); a Redlock needs independent servers, each listed once (databases "
+                "of one server are not independent)"
+            )
 
     def _try_plan(self, token: str) -> Plan[_Attempt]:
         """One round: SET NX on all nodes, raise the fence on a majority, compute the validity."""

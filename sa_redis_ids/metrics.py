@@ -16,40 +16,31 @@ Both may be enabled on one [`RedisIds`][sa_redis_ids.RedisIds] (or
 series add up). [`disable_metrics`][sa_redis_ids.metrics.disable_metrics] stops the reports of an instance.
 
 Measured at each generator call (one ``NodeSet.call_plan``: a direct call, or a buffer's fetch of a
-block), labelled by ``namespace`` and ``strategy`` (the registered name: ``sequence``, ``short_id`` …):
+block), labelled by ``id_namespace`` and ``strategy`` (the registered name: ``sequence``,
+``short_id`` …). The labels are not ``namespace`` and ``node``: a Kubernetes scrape attaches its
+own ``namespace`` and ``node`` target labels, which would rename ours ``exported_namespace`` and
+``exported_node``.
 
-=====================================  ===================================================================
-Prometheus / OpenTelemetry             what
-=====================================  ===================================================================
-``sa_redis_ids_ids_reserved_total``    values Redis handed out to this process (a block counts whole
-``sa_redis_ids.ids.reserved``          when it is fetched)
-``sa_redis_ids_call_duration_seconds`` histogram of call durations (failed calls too)
-``sa_redis_ids.call.duration``
-``sa_redis_ids_call_failures_total``   calls that raised, by ``error`` (the exception's class name)
-``sa_redis_ids.call.failures``
-``sa_redis_ids_clock_back_total``      calls refused because the Redis clock went back
-``sa_redis_ids.clock_back``            ([`ClockMovedBackwards`][sa_redis_ids.ClockMovedBackwards]), by ``namespace``
-``sa_redis_ids_node_errors_total``     errors that marked a node down, by ``node`` and ``kind`` (the
-``sa_redis_ids.node.errors``           error's class name: ``ConnectionError``, ``TimeoutError`` …)
-=====================================  ===================================================================
+| Prometheus / OpenTelemetry | what |
+|---|---|
+| ``sa_redis_ids_reserved_total``, ``sa_redis_ids.reserved`` | values Redis handed out to this process (a block counts whole when it is fetched) |
+| ``sa_redis_ids_call_duration_seconds``, ``sa_redis_ids.call.duration`` | histogram of call durations (failed calls too) |
+| ``sa_redis_ids_call_failures_total``, ``sa_redis_ids.call.failures`` | calls that raised, by ``error`` (the exception's class name) |
+| ``sa_redis_ids_clock_back_total``, ``sa_redis_ids.clock_back`` | calls refused because the Redis clock went back ([`ClockMovedBackwards`][sa_redis_ids.ClockMovedBackwards]), by ``id_namespace`` |
+| ``sa_redis_ids_node_errors_total``, ``sa_redis_ids.node.errors`` | errors that marked a node down, by ``redis_node`` and ``kind`` (the error's class name: ``ConnectionError``, ``TimeoutError`` …) |
 
-Read when metrics are collected (a scrape, an export), nothing on the per-ID path:
+Read from the instances when metrics are collected (a scrape, an export), nothing on the per-ID
+path; in ``prometheus_client`` multiprocess mode, where a scrape reads every process's files, each
+process reads them every ``refresh_seconds`` (5 s) instead:
 
-=====================================  ===================================================================
-``sa_redis_ids_ids_handed_out_total``  values a buffered generator gave to callers (reserved minus
-``sa_redis_ids.ids.handed_out``        buffered and dropped); unbuffered ones hand out what they reserve
-``sa_redis_ids_block_refills_total``   blocks a buffer fetched
-``sa_redis_ids.block.refills``
-``sa_redis_ids_buffered_ids``          values buffered now
-``sa_redis_ids.buffer.ids``
-``sa_redis_ids_rewinds_total``         rewinds detected and healed (see
-``sa_redis_ids.rewinds``               `highwater`)
-``sa_redis_ids_pool_fill_ratio``       how full a short-ID pool is, 0 to 1, by ``namespace`` (a
-``sa_redis_ids.pool.fill_ratio``       ``BITCOUNT`` per node at collection; sync clients only; left out
-                                       while a node is marked down or cannot answer)
-``sa_redis_ids_node_up``               1 while a node is in the rotation, 0 while it is marked down
-``sa_redis_ids.node.up``
-=====================================  ===================================================================
+| Prometheus / OpenTelemetry | what |
+|---|---|
+| ``sa_redis_ids_handed_out_total``, ``sa_redis_ids.handed_out`` | values a buffered generator gave to callers (reserved minus buffered and dropped); unbuffered ones hand out what they reserve |
+| ``sa_redis_ids_block_refills_total``, ``sa_redis_ids.block.refills`` | blocks a buffer fetched |
+| ``sa_redis_ids_buffered_ids``, ``sa_redis_ids.buffer.ids`` | values buffered now |
+| ``sa_redis_ids_rewinds_total``, ``sa_redis_ids.rewinds`` | rewinds detected and healed (see `highwater`) |
+| ``sa_redis_ids_pool_fill_ratio``, ``sa_redis_ids.pool.fill_ratio`` | how full a short-ID pool is, 0 to 1, by ``id_namespace`` (a ``BITCOUNT`` per node; sync clients only; left out while a node is marked down or cannot answer) |
+| ``sa_redis_ids_node_up``, ``sa_redis_ids.node.up`` | 1 while a node is in the rotation, 0 while it is marked down, by ``redis_node`` |
 
 Loggers (standard `logging`; all below ``sa_redis_ids``, which the library never configures):
 
@@ -66,20 +57,23 @@ Loggers (standard `logging`; all below ``sa_redis_ids``, which the library never
 
 from __future__ import annotations
 
+import itertools
 import logging
-import math
+import os
 import threading
+import time
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
-from sa_redis_ids.errors import ClockMovedBackwards
+from sa_redis_ids.errors import ClockMovedBackwards, ConfigError
 from sa_redis_ids.generators import registry as strategies
 from sa_redis_ids.generators.abilities import Pool
+from sa_redis_ids.ids import RedisIdsBase
 from sa_redis_ids.observe import Fanout, Observer
+from sa_redis_ids.validation import check_seconds
 
 if TYPE_CHECKING:
-    from sa_redis_ids.ids import RedisIdsBase
     from sa_redis_ids.redis.nodes import NodeSet
 
 log = logging.getLogger("sa_redis_ids.metrics")
@@ -145,9 +139,9 @@ class Sources:
         with self._lock:
             return list(self._ids)
 
-    def buffers(self) -> Iterator[tuple[Labels, Any]]:
-        """``((namespace, strategy), stats)`` of every buffer in use: a sync instance's generator
-        buffers, an asyncio instance's asyncio buffers."""
+    def buffers(self) -> Iterator[tuple[Any, Labels, Any]]:
+        """``(buffer, (namespace, strategy), stats)`` of every buffer in use: a sync instance's
+        generator buffers, an asyncio instance's asyncio buffers."""
         for ids in self.instances():
             if ids.asynchronous:
                 fronts = list(getattr(ids, "_fronts", {}).values())
@@ -157,23 +151,32 @@ class Sources:
             for generator, buffer in pairs:
                 if buffer is not None:
                     labels = (generator.namespace, strategy_label(generator.strategy))
-                    yield labels, buffer.stats()
+                    yield buffer, labels, buffer.stats()
+
+    def counts(self) -> Iterator[tuple[str, Any, Labels, float]]:
+        """``(what, owner, labels, count)`` of each buffer and generator, one by one: what the
+        counters read from the instances (``handed_out``, ``refills``, ``rewinds``) add up."""
+        for buffer, labels, stats in self.buffers():
+            yield "handed_out", buffer, labels, stats.ids_issued
+            yield "refills", buffer, labels, stats.blocks_taken
+        for ids in self.instances():
+            for g in ids.generators:
+                yield "rewinds", g, (g.namespace, strategy_label(g.strategy)), g.rewinds
+
+    def _sum(self, what: str) -> Samples:
+        return _summed((labels, count) for kind, _, labels, count in self.counts() if kind == what)
 
     def handed_out(self) -> Samples:
-        return _summed((labels, stats.ids_issued) for labels, stats in self.buffers())
+        return self._sum("handed_out")
 
     def refills(self) -> Samples:
-        return _summed((labels, stats.blocks_taken) for labels, stats in self.buffers())
+        return self._sum("refills")
 
     def buffered(self) -> Samples:
-        return _summed((labels, stats.ids_left) for labels, stats in self.buffers())
+        return _summed((labels, stats.ids_left) for _, labels, stats in self.buffers())
 
     def rewinds(self) -> Samples:
-        return _summed(
-            ((g.namespace, strategy_label(g.strategy)), g.rewinds)
-            for ids in self.instances()
-            for g in ids.generators
-        )
+        return self._sum("rewinds")
 
     def pool_fill(self) -> Samples:
         """``(namespace,) → fill ratio`` of each short-ID pool of a sync instance."""
@@ -212,6 +215,14 @@ def _summed(pairs: Iterable[tuple[Labels, float]]) -> Samples:
 # -- attaching to an instance -------------------------------------------------------------------
 
 
+def _check_ids(ids: object, function: str) -> RedisIdsBase:
+    if not isinstance(ids, RedisIdsBase):
+        raise ConfigError(
+            f"{function}(ids) needs a RedisIds or AsyncRedisIds instance as ids, not {ids!r}"
+        )
+    return ids
+
+
 def _attach(nodes: NodeSet, sink: Observer) -> None:
     current = nodes.observer
     if current is None:
@@ -225,6 +236,7 @@ def _attach(nodes: NodeSet, sink: Observer) -> None:
 
 def disable_metrics(ids: RedisIdsBase) -> None:
     """Stop reporting ``ids``: its calls are no longer measured, nor its state read."""
+    ids = _check_ids(ids, "disable_metrics")
     current = ids.nodes.observer
     ids.nodes.observer = None
     observers = current.observers if isinstance(current, Fanout) else (current,)
@@ -236,18 +248,50 @@ def disable_metrics(ids: RedisIdsBase) -> None:
 
 # -- Prometheus ---------------------------------------------------------------------------------
 
+DEFAULT_REFRESH_SECONDS = 5.0
+"""How often each process brings the series read from its instances up to date, in
+``prometheus_client`` multiprocess mode (a scrape in single-process mode reads them itself)."""
+
+
+def multiprocess_mode() -> bool:
+    """Whether ``prometheus_client`` runs in multiprocess mode: ``PROMETHEUS_MULTIPROC_DIR`` set
+    (it must be set before ``prometheus_client`` is first imported)."""
+    return bool(os.environ.get("PROMETHEUS_MULTIPROC_DIR"))
+
 
 class PrometheusMetrics(Observer):
-    """The library's series in one ``prometheus_client`` registry (see the module doc)."""
+    """The library's series in one ``prometheus_client`` registry (see the module doc).
 
-    def __init__(self, registry: Any, *, buckets: Sequence[float] = DEFAULT_BUCKETS):
-        from prometheus_client import Counter, Histogram
+    Every series is a ``prometheus_client`` metric, so that multiprocess mode (a pre-fork server
+    such as gunicorn) aggregates it across processes. The counters of calls are updated when the
+    call ends; the series read from the instances (buffers, rewinds, pool fill, nodes up) are
+    brought up to date by [`refresh`][sa_redis_ids.metrics.PrometheusMetrics.refresh]: at each collection of the registry, and in
+    multiprocess mode by a daemon thread of each process every ``refresh_seconds``.
+    """
+
+    def __init__(
+        self,
+        registry: Any,
+        *,
+        buckets: Sequence[float] = DEFAULT_BUCKETS,
+        refresh_seconds: float = DEFAULT_REFRESH_SECONDS,
+    ):
+        from prometheus_client import Counter, Gauge, Histogram
 
         self.registry = registry
         self.sources = Sources()
-        by_call = ["namespace", "strategy"]
+        self.refresh_seconds = refresh_seconds
+        self._refresh_lock = threading.Lock()
+        self._seen: weakref.WeakKeyDictionary[Any, dict[str, float]] = weakref.WeakKeyDictionary()
+        """What each buffer and generator had counted at the last refresh."""
+        self._buffered_labels: set[Labels] = set()
+        self._thread_pid = 0
+        self._multiprocess = multiprocess_mode()
+        # registered first, so that a collection refreshes before the series below are read
+        registry.register(_Refresh(self))
+        by_call = ["id_namespace", "strategy"]
         self.reserved = Counter(
-            "sa_redis_ids_ids_reserved",
+            "sa_redis_ids_reserved",
             "Values Redis handed out to this process (a block counts whole when fetched)",
             by_call,
             registry=registry,
@@ -268,17 +312,55 @@ class PrometheusMetrics(Observer):
         self.clock_back = Counter(
             "sa_redis_ids_clock_back",
             "Calls refused because the Redis clock went back (ClockMovedBackwards)",
-            ["namespace"],
+            ["id_namespace"],
             registry=registry,
         )
         self.node_errors = Counter(
             "sa_redis_ids_node_errors",
             "Errors that marked a Redis node down, by node and error class",
-            ["node", "kind"],
+            ["redis_node", "kind"],
             registry=registry,
         )
+        self.handed_out = Counter(
+            "sa_redis_ids_handed_out",
+            "Values a buffered generator gave to callers",
+            by_call,
+            registry=registry,
+        )
+        self.refills = Counter(
+            "sa_redis_ids_block_refills",
+            "Blocks a buffer fetched from Redis",
+            by_call,
+            registry=registry,
+        )
+        self.rewinds = Counter(
+            "sa_redis_ids_rewinds",
+            "Rewinds of a node's state detected and healed",
+            by_call,
+            registry=registry,
+        )
+        self.buffered = Gauge(
+            "sa_redis_ids_buffered_ids",
+            "Values buffered now",
+            by_call,
+            registry=registry,
+            multiprocess_mode="livesum",  # each live process holds its own buffers
+        )
+        self.pool_fill = Gauge(
+            "sa_redis_ids_pool_fill_ratio",
+            "How full a short-ID pool is (0 to 1)",
+            ["id_namespace"],
+            registry=registry,
+            multiprocess_mode="mostrecent",  # one pool in Redis: the latest reading is the truth
+        )
+        self.node_up = Gauge(
+            "sa_redis_ids_node_up",
+            "1 while a Redis node is in the rotation, 0 while it is marked down",
+            ["redis_node"],
+            registry=registry,
+            multiprocess_mode="livemin",  # 0 while any live process keeps the node out
+        )
         self._labels: dict[tuple[str, str], tuple[Any, Any]] = {}
-        registry.register(_PrometheusCollector(self.sources))
 
     def call(
         self,
@@ -288,6 +370,8 @@ class PrometheusMetrics(Observer):
         values: int,
         error: BaseException | None,
     ) -> None:
+        if self._multiprocess and self._thread_pid != os.getpid():
+            self.start_refreshing()
         key = (namespace, strategy)
         children = self._labels.get(key)
         if children is None:
@@ -307,75 +391,72 @@ class PrometheusMetrics(Observer):
     def node_error(self, node: str, kind: str) -> None:
         self.node_errors.labels(node, kind).inc()
 
+    def refresh(self) -> None:
+        """Bring the series read from the instances up to date in this process: the counters grow
+        by what the buffers and rewinds counted since the last refresh, the gauges are set."""
+        with self._refresh_lock:
+            sources = self.sources
+            counters = {
+                "handed_out": self.handed_out,
+                "refills": self.refills,
+                "rewinds": self.rewinds,
+            }
+            for what, owner, labels, count in sources.counts():
+                # by owner, not by label: an instance that goes away takes nothing back
+                seen = self._seen.setdefault(owner, {})
+                before = seen.get(what, 0.0)
+                child = counters[what].labels(*labels)  # shown from 0 on
+                if count > before:
+                    child.inc(count - before)
+                seen[what] = count
+            buffered = sources.buffered()
+            for labels in self._buffered_labels - set(buffered):
+                self.buffered.labels(*labels).set(0)  # its generator is gone
+            for labels, value in buffered.items():
+                self.buffered.labels(*labels).set(value)
+            self._buffered_labels = set(buffered)
+            for labels, value in sources.pool_fill().items():
+                self.pool_fill.labels(*labels).set(value)
+            for labels, value in sources.nodes_up().items():
+                self.node_up.labels(*labels).set(value)
 
-class _PrometheusCollector:
-    """The series read at scrape time."""
+    def start_refreshing(self) -> None:
+        """Start this process's daemon thread that calls `refresh` every
+        ``refresh_seconds`` (in multiprocess mode: a scrape reads other processes' files, not
+        their instances). Called by the first report in each process, a forked worker included."""
+        with self._refresh_lock:
+            if self._thread_pid == os.getpid():
+                return
+            self._thread_pid = os.getpid()
+        thread = threading.Thread(
+            target=self._refresh_forever, name="sa_redis_ids metrics refresh", daemon=True
+        )
+        thread.start()
 
-    def __init__(self, sources: Sources):
-        self.sources = sources
+    def _refresh_forever(self) -> None:
+        pid = os.getpid()
+        while self._thread_pid == pid:
+            try:
+                self.refresh()
+            except Exception:  # never let a reading kill the thread; the next one may work
+                log.exception("refreshing the sa_redis_ids metrics failed")
+            time.sleep(self.refresh_seconds)
 
-    def _families(self, with_samples: bool) -> Iterator[Any]:
-        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
-        sources = self.sources
-        by_generator = ["namespace", "strategy"]
-        table: list[tuple[type, str, str, list[str], Callable[[], Samples]]] = [
-            (
-                CounterMetricFamily,
-                "sa_redis_ids_ids_handed_out",
-                "Values a buffered generator gave to callers",
-                by_generator,
-                sources.handed_out,
-            ),
-            (
-                CounterMetricFamily,
-                "sa_redis_ids_block_refills",
-                "Blocks a buffer fetched from Redis",
-                by_generator,
-                sources.refills,
-            ),
-            (
-                GaugeMetricFamily,
-                "sa_redis_ids_buffered_ids",
-                "Values buffered now",
-                by_generator,
-                sources.buffered,
-            ),
-            (
-                CounterMetricFamily,
-                "sa_redis_ids_rewinds",
-                "Rewinds of a node's state detected and healed",
-                by_generator,
-                sources.rewinds,
-            ),
-            (
-                GaugeMetricFamily,
-                "sa_redis_ids_pool_fill_ratio",
-                "How full a short-ID pool is (0 to 1)",
-                ["namespace"],
-                sources.pool_fill,
-            ),
-            (
-                GaugeMetricFamily,
-                "sa_redis_ids_node_up",
-                "1 while a Redis node is in the rotation, 0 while it is marked down",
-                ["node"],
-                sources.nodes_up,
-            ),
-        ]
-        for kind, name, documentation, labels, read in table:
-            family = kind(name, documentation, labels=labels)
-            if with_samples:
-                for values, value in read().items():
-                    family.add_metric(list(values), value)
-            yield family
+class _Refresh:
+    """Registered in the registry ahead of the series: collecting it refreshes them."""
 
-    def describe(self) -> Iterator[Any]:
-        """The families without samples: registering reads nothing from Redis."""
-        return self._families(False)
+    def __init__(self, sink: PrometheusMetrics):
+        self._sink = weakref.ref(sink)
 
-    def collect(self) -> Iterator[Any]:
-        return self._families(True)
+    def describe(self) -> list[Any]:
+        return []  # registering reads nothing from Redis
+
+    def collect(self) -> list[Any]:
+        sink = self._sink()
+        if sink is not None:
+            sink.refresh()
+        return []
 
 
 _PROMETHEUS: weakref.WeakKeyDictionary[Any, PrometheusMetrics] = weakref.WeakKeyDictionary()
@@ -383,14 +464,21 @@ _SINKS_LOCK = threading.Lock()
 
 
 def enable_prometheus(
-    ids: RedisIdsBase, registry: Any = None, *, buckets: Sequence[float] = DEFAULT_BUCKETS
+    ids: RedisIdsBase,
+    registry: Any = None,
+    *,
+    buckets: Sequence[float] = DEFAULT_BUCKETS,
+    refresh_seconds: float = DEFAULT_REFRESH_SECONDS,
 ) -> PrometheusMetrics:
     """Report ``ids`` in ``registry`` (``prometheus_client.REGISTRY`` when None).
 
     The series are registered once per registry; a later instance on the same registry joins them
-    (``buckets`` of the first one count). Expose them as usual, e.g. with
-    ``prometheus_client.start_http_server(port)`` or ``generate_latest(registry)``.
+    (``buckets`` and ``refresh_seconds`` of the first one count). Expose them as usual, e.g. with
+    ``prometheus_client.start_http_server(port)`` or ``generate_latest(registry)``; under a
+    pre-fork server, in ``prometheus_client`` multiprocess mode (see the metrics page), where
+    each process refreshes the series read from its instances every ``refresh_seconds``.
     """
+    ids = _check_ids(ids, "enable_prometheus")
     try:
         import prometheus_client
     except ImportError as exc:
@@ -399,19 +487,37 @@ def enable_prometheus(
         ) from exc
     if registry is None:
         registry = prometheus_client.REGISTRY
+    elif not isinstance(registry, prometheus_client.CollectorRegistry):
+        raise ConfigError(
+            f"registry must be a prometheus_client CollectorRegistry (or None for the default "
+            f"one), not {registry!r}"
+        )
     _check_buckets(buckets)
+    refresh_seconds = check_seconds("refresh_seconds", refresh_seconds)
     with _SINKS_LOCK:
         sink = _PROMETHEUS.get(registry)
         if sink is None:
-            sink = _PROMETHEUS[registry] = PrometheusMetrics(registry, buckets=buckets)
+            sink = _PROMETHEUS[registry] = PrometheusMetrics(
+                registry, buckets=buckets, refresh_seconds=refresh_seconds
+            )
     sink.sources.add(ids)
     _attach(ids.nodes, sink)
+    if sink._multiprocess:
+        sink.start_refreshing()
     return sink
 
 
 def _check_buckets(buckets: Sequence[float]) -> None:
-    if not buckets or any(not isinstance(b, (int, float)) or math.isnan(b) for b in buckets):
-        raise ValueError(f"buckets must be numbers of seconds, not {buckets!r}")
+    """Upper bounds in seconds: a non-empty sequence of increasing numbers above 0."""
+    if isinstance(buckets, (str, bytes)) or not isinstance(buckets, Sequence) or not buckets:
+        raise ConfigError(
+            f"buckets must be a non-empty list of increasing seconds above 0, not {buckets!r}"
+        )
+    for bound in buckets:
+        if isinstance(bound, bool) or not isinstance(bound, (int, float)) or not bound > 0:
+            raise ConfigError(f"buckets must hold seconds above 0, not {bound!r} (in {buckets!r})")
+    if any(b <= a for a, b in itertools.pairwise(buckets)):
+        raise ConfigError(f"buckets must increase, not {list(buckets)!r}")
 
 
 # -- OpenTelemetry ------------------------------------------------------------------------------
@@ -426,7 +532,7 @@ class OpenTelemetryMetrics(Observer):
         self.meter = meter
         self.sources = sources = Sources()
         self.reserved = meter.create_counter(
-            "sa_redis_ids.ids.reserved",
+            "sa_redis_ids.reserved",
             unit="{id}",
             description="Values Redis handed out to this process (a block counts whole when fetched)",
         )
@@ -450,7 +556,7 @@ class OpenTelemetryMetrics(Observer):
             unit="{error}",
             description="Errors that marked a Redis node down, by node and error class",
         )
-        by_generator = ("namespace", "strategy")
+        by_generator = ("id_namespace", "strategy")
 
         def callback(
             read: Callable[[], Samples], names: Sequence[str]
@@ -464,7 +570,7 @@ class OpenTelemetryMetrics(Observer):
             return observe
 
         meter.create_observable_counter(
-            "sa_redis_ids.ids.handed_out",
+            "sa_redis_ids.handed_out",
             callbacks=[callback(sources.handed_out, by_generator)],
             unit="{id}",
             description="Values a buffered generator gave to callers",
@@ -489,13 +595,13 @@ class OpenTelemetryMetrics(Observer):
         )
         meter.create_observable_gauge(
             "sa_redis_ids.pool.fill_ratio",
-            callbacks=[callback(sources.pool_fill, ("namespace",))],
+            callbacks=[callback(sources.pool_fill, ("id_namespace",))],
             unit="1",
             description="How full a short-ID pool is (0 to 1)",
         )
         meter.create_observable_gauge(
             "sa_redis_ids.node.up",
-            callbacks=[callback(sources.nodes_up, ("node",))],
+            callbacks=[callback(sources.nodes_up, ("redis_node",))],
             unit="1",
             description="1 while a Redis node is in the rotation, 0 while it is marked down",
         )
@@ -508,7 +614,7 @@ class OpenTelemetryMetrics(Observer):
         values: int,
         error: BaseException | None,
     ) -> None:
-        attributes = {"namespace": namespace, "strategy": strategy_label(strategy)}
+        attributes = {"id_namespace": namespace, "strategy": strategy_label(strategy)}
         self.duration.record(seconds, attributes)
         if error is None:
             if values:
@@ -516,13 +622,14 @@ class OpenTelemetryMetrics(Observer):
             return
         self.failures.add(1, {**attributes, "error": type(error).__name__})
         if isinstance(error, ClockMovedBackwards):
-            self.clock_back.add(1, {"namespace": namespace})
+            self.clock_back.add(1, {"id_namespace": namespace})
 
     def node_error(self, node: str, kind: str) -> None:
-        self.node_errors.add(1, {"node": node, "kind": kind})
+        self.node_errors.add(1, {"redis_node": node, "kind": kind})
 
 
 _OPENTELEMETRY: dict[int, tuple[Any, OpenTelemetryMetrics]] = {}
+_INSTRUMENTS = ("counter", "histogram", "observable_counter", "observable_gauge")
 
 
 def enable_opentelemetry(ids: RedisIdsBase, meter: Any = None) -> OpenTelemetryMetrics:
@@ -531,6 +638,7 @@ def enable_opentelemetry(ids: RedisIdsBase, meter: Any = None) -> OpenTelemetryM
 
     The instruments are made once per meter; a later instance on the same meter joins them.
     """
+    ids = _check_ids(ids, "enable_opentelemetry")
     try:
         from opentelemetry import metrics as otel_metrics
     except ImportError as exc:
@@ -539,6 +647,10 @@ def enable_opentelemetry(ids: RedisIdsBase, meter: Any = None) -> OpenTelemetryM
         ) from exc
     if meter is None:
         meter = otel_metrics.get_meter("sa_redis_ids")
+    elif not all(callable(getattr(meter, f"create_{kind}", None)) for kind in _INSTRUMENTS):
+        raise ConfigError(
+            f"meter must be an OpenTelemetry Meter (e.g. metrics.get_meter(...)), not {meter!r}"
+        )
     with _SINKS_LOCK:
         found = _OPENTELEMETRY.get(id(meter))
         if found is None or found[0] is not meter:

@@ -9,8 +9,8 @@ an observer that feeds Prometheus or OpenTelemetry. Two kinds of reports reach i
   out, and the exception if it raised;
 * every error that marks a node down (`Observer.node_error`).
 
-Everything else (buffer statistics, rewinds, pool fill, which nodes are up) is read when metrics are
-collected, so the per-ID path of a buffer carries nothing.
+Everything else (buffer statistics, rewinds, pool fill, which nodes are up) is read from the
+instances when metrics are collected or refreshed, so the per-ID path of a buffer carries nothing.
 
 This module imports nothing of the package, so the node set can depend on it without a cycle.
 """

@@ -1,7 +1,8 @@
 """Shared fixtures: the Redis backend table, independent Redis nodes, and the database matrix.
 
-Backends (DESIGN.md): ``fake`` (fakeredis with Lua), ``redis`` (the server on 127.0.0.1:6379) and
-``cluster`` (3 masters started once per session on free loopback ports). Tests on the shared server
+Backends (DESIGN.md): ``fake`` (fakeredis with Lua), ``redis`` (the server on 127.0.0.1:6379),
+``valkey`` (a Valkey server started once per session on a free loopback port, talked to with
+redis-py) and ``cluster`` (3 masters started once per session on free loopback ports). Tests on the shared server
 use a key prefix of their own and delete only their keys, so suites can run side by side. Databases:
 SQLite always; PostgreSQL and MariaDB in a database created for this session and dropped after it.
 """
@@ -24,7 +25,13 @@ from sqlalchemy.engine import Engine, make_url
 from sa_redis_ids import RedisIds
 from sa_redis_ids.redis.connect import embedded_client
 from tests.support.servers import RedisClusterProcesses, RedisServer
-from tests.support.services import MARIADB_URL, POSTGRES_URL, REDIS_URL, missing
+from tests.support.services import (
+    MARIADB_URL,
+    POSTGRES_URL,
+    REDIS_URL,
+    missing,
+    valkey_server_binary,
+)
 from tests.support.topology_fixtures import (  # noqa: F401 - fixtures for every test module
     own_cluster,
     own_sentinels,
@@ -34,7 +41,7 @@ from tests.support.topology_fixtures import (  # noqa: F401 - fixtures for every
 )
 from tests.support.uniqueness import GeneratorSpec
 
-BACKENDS = ["fake", "redis", "cluster"]
+BACKENDS = ["fake", "redis", "valkey", "cluster"]
 
 settings.register_profile(
     "sa_redis_ids",
@@ -56,6 +63,12 @@ class Backend:
     prefix: str
     target: dict[str, Any] | None
     """How another process reaches the same Redis (``None`` for the in-process fakeredis)."""
+
+    @property
+    def url(self) -> str | None:
+        """The URL of a one-server backend (``redis``, ``valkey``); None for the others."""
+        urls = (self.target or {}).get("urls")
+        return str(urls[0]) if urls else None
 
     def ids(self, **kwargs: Any) -> RedisIds:
         return RedisIds(self.client, prefix=self.prefix, **kwargs)
@@ -80,6 +93,27 @@ def real_redis() -> Iterator[redis.Redis]:
         client.ping()
     except redis.ConnectionError:
         missing(f"no Redis server at {REDIS_URL}")
+    yield client
+    client.close()
+
+
+@pytest.fixture(scope="session")
+def valkey_process() -> Iterator[RedisServer]:
+    """One ``valkey-server`` for the session, on a free loopback port, stopped by its pid."""
+    server = RedisServer(binary=valkey_server_binary())
+    try:
+        server.start()
+    except (RuntimeError, OSError) as exc:
+        server.stop()
+        missing(f"could not start a test Valkey server: {exc}")
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def valkey_redis_client(valkey_process: RedisServer) -> Iterator[redis.Redis]:
+    """A redis-py client of the session's Valkey server."""
+    client = valkey_process.client()
     yield client
     client.close()
 
@@ -111,6 +145,10 @@ def _backend(request: pytest.FixtureRequest, name: str) -> Iterator[Backend]:
     if name == "redis":
         client = request.getfixturevalue("real_redis")
         found = Backend("redis", client, prefix, {"urls": [REDIS_URL]})
+    elif name == "valkey":
+        client = request.getfixturevalue("valkey_redis_client")
+        url = request.getfixturevalue("valkey_process").url
+        found = Backend("valkey", client, prefix, {"urls": [url]})
     else:
         client = request.getfixturevalue("cluster_client")
         cluster = request.getfixturevalue("redis_cluster")
@@ -128,7 +166,8 @@ def backend(request: pytest.FixtureRequest) -> Iterator[Backend]:
 
 @pytest.fixture(params=["redis", "cluster"])
 def real_backend(request: pytest.FixtureRequest) -> Iterator[Backend]:
-    """The real backends only (a real server and the cluster): for multi-process tests."""
+    """The real backends only (a real server and the cluster): for multi-process tests. (Valkey
+    gets its multi-process loads in the basic fault tests, ``servers_of_each_kind``.)"""
     yield from _backend(request, request.param)
 
 
@@ -145,6 +184,24 @@ def redis_servers() -> Iterator[Callable[[int], list[RedisServer]]]:
 
     def start(count: int) -> list[RedisServer]:
         servers = [RedisServer().start() for _ in range(count)]
+        started.extend(servers)
+        return servers
+
+    yield start
+    for server in started:
+        server.stop()
+
+
+@pytest.fixture(params=["redis-server", "valkey-server"])
+def servers_of_each_kind(
+    request: pytest.FixtureRequest,
+) -> Iterator[Callable[[int], list[RedisServer]]]:
+    """Like ``redis_servers``, once with ``redis-server`` and once with ``valkey-server``."""
+    binary = "redis-server" if request.param == "redis-server" else valkey_server_binary()
+    started: list[RedisServer] = []
+
+    def start(count: int) -> list[RedisServer]:
+        servers = [RedisServer(binary=binary).start() for _ in range(count)]
         started.extend(servers)
         return servers
 

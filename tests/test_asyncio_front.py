@@ -30,8 +30,8 @@ def _async_ids(backend: Backend) -> AsyncRedisIds:
     """An ``AsyncRedisIds`` on the same server (and key prefix) as ``backend``."""
     if backend.name == "fake":
         return AsyncRedisIds.embedded(prefix=backend.prefix)
-    if backend.name == "redis":
-        return AsyncRedisIds.from_url(REDIS_URL, prefix=backend.prefix)
+    if backend.url is not None:
+        return AsyncRedisIds.from_url(backend.url, prefix=backend.prefix)
     assert backend.target is not None
     return AsyncRedisIds(
         AsyncRedisCluster.from_url(backend.target["cluster"], socket_timeout=5),

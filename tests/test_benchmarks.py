@@ -15,6 +15,7 @@ import redis
 import redis.asyncio
 
 from benchmarks import ids as bench
+from benchmarks import server_cost
 from sa_redis_ids.cli import main
 from tests.support.services import REDIS_URL
 
@@ -235,3 +236,18 @@ def test_the_concurrency_rows_share_a_generator_among_threads_and_tasks(
         for name in ("sequence", "snowflake", "daily_code")
     ]
     assert found[0]["measured"] == round(async_rows[1].ratio or 0, 2)
+
+
+def test_the_server_cost_benchmark_reports_every_strategy_against_incr() -> None:
+    rows = server_cost.run(50, 1)
+    assert [row[0] for row in rows] == [
+        "redis-py INCR",
+        "sequence next_id()",
+        "date_prefixed next_id()",
+        "daily_code next_id()",
+        "snowflake next_id()",
+        "short_id next_id()",
+    ]
+    assert rows[0][2] == rows[0][4] == 1.0
+    for _, script, versus, cpu, cpu_versus in rows:
+        assert script > 0 and versus > 0 and cpu >= 0 and cpu_versus >= 0

@@ -285,8 +285,8 @@ def test_cli_reseed_raises_it_from_a_table(
 def _async_ids(backend: Backend) -> AsyncRedisIds:
     if backend.name == "fake":
         return AsyncRedisIds.embedded(prefix=backend.prefix)
-    if backend.name == "redis":
-        return AsyncRedisIds.from_url(REDIS_URL, prefix=backend.prefix)
+    if backend.url is not None:
+        return AsyncRedisIds.from_url(backend.url, prefix=backend.prefix)
     assert backend.target is not None
     return AsyncRedisIds(
         AsyncRedisCluster.from_url(backend.target["cluster"], socket_timeout=5),

@@ -15,7 +15,6 @@ from redis.cluster import RedisCluster
 from sa_redis_ids import RedisIds
 from tests.conftest import Backend
 from tests.support.days import shift_to_local
-from tests.support.services import REDIS_URL
 
 DAY = date(2031, 2, 3)
 
@@ -26,8 +25,8 @@ def decoding(backend: Backend, request: pytest.FixtureRequest) -> Iterator[Redis
     client: Any
     if backend.name == "fake":
         client = fakeredis.FakeRedis(server=fakeredis.FakeServer(), decode_responses=True)
-    elif backend.name == "redis":
-        client = redis.Redis.from_url(REDIS_URL, decode_responses=True, socket_timeout=5)
+    elif backend.url is not None:
+        client = redis.Redis.from_url(backend.url, decode_responses=True, socket_timeout=5)
     else:
         url = request.getfixturevalue("redis_cluster").url
         client = RedisCluster.from_url(url, decode_responses=True, socket_timeout=5)

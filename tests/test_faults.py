@@ -6,12 +6,14 @@ never receives one of them again, whatever the node forgets (a restart without p
 ``FLUSHALL``, an eviction, a rewind to an older state); so with all processes running before the
 fault, the count of duplicates is zero for every counter strategy (after a rewind in place,
 which only processes with a mark above it can notice, the count across processes is measured).
+Every load runs with the CPU saturated by other processes (`tests.support.cpu_load`).
 The figures are printed (``-s``).
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import time
 import uuid
 from collections.abc import Callable
@@ -23,6 +25,7 @@ from sqlalchemy import create_engine, func, select
 from sqlalchemy import distinct as distinct_
 
 from sa_redis_ids import RedisIds, RedisUnavailable
+from tests.support.cpu_load import cpu_load
 from tests.support.faults import CONFIGS, Drawn, Load, report, run_with_fault
 from tests.support.orm_load import OrmLoad, insert_with_fault, model
 from tests.support.servers import RedisServer
@@ -66,8 +69,8 @@ def prefix() -> str:
 
 
 @pytest.mark.slow
-def test_one_of_three_nodes_killed_and_restarted_empty(redis_servers: StartServers) -> None:
-    servers = redis_servers(3)
+def test_one_of_three_nodes_killed_and_restarted_empty(servers_of_each_kind: StartServers) -> None:
+    servers = servers_of_each_kind(3)
     victim = servers[1]
 
     def crash() -> None:
@@ -81,33 +84,32 @@ def test_one_of_three_nodes_killed_and_restarted_empty(redis_servers: StartServe
 
 
 @pytest.mark.slow
-def test_flushall_on_the_only_node(redis_servers: StartServers) -> None:
-    (server,) = redis_servers(1)
+def test_flushall_on_the_only_node(servers_of_each_kind: StartServers) -> None:
+    (server,) = servers_of_each_kind(1)
     load = Load({"urls": [server.url]}, prefix())
     check(run_with_fault(load, lambda: server.client().flushall()))
 
 
 @pytest.mark.slow
-def test_a_node_rewound_to_an_older_state(redis_servers: StartServers) -> None:
-    """What a failover to a replica that was behind, or a restore of an old snapshot, does."""
-    (server,) = redis_servers(1)
-    load = Load({"urls": [server.url]}, prefix())
+def test_a_node_rewound_to_an_older_state() -> None:
+    """An older snapshot loaded into the same server (``SAVE``, then ``DEBUG RELOAD NOSAVE`` of
+    that file 0.6 s later): the data goes back, the replication ID does not change."""
+    server = RedisServer(args=["--enable-debug-command", "yes"])
+    server.start()
+    try:
+        load = Load({"urls": [server.url]}, prefix())
 
-    def rewind() -> None:
-        client = server.client()
-        keys = list(client.scan_iter(match=f"{load.prefix}:*"))
-        snapshot = {key: client.dump(key) for key in keys}
-        time.sleep(0.6)  # the load goes on past the snapshot
-        for key in client.scan_iter(match=f"{load.prefix}:*"):
-            if key not in snapshot:
-                client.delete(key)
-        for key, dumped in snapshot.items():
-            if dumped is not None:
-                client.restore(key, 0, dumped, replace=True)
+        def rewind() -> None:
+            client = server.client()
+            client.save()
+            time.sleep(0.6)  # the load goes on past the snapshot
+            client.execute_command("DEBUG", "RELOAD", "NOSAVE")
 
-    # A process whose last block came before the snapshot and which fetches first after the
-    # restore has no mark above the rewound state; it can take values another process holds.
-    check(run_with_fault(load, rewind), across=False)
+        # A process whose last call came before the snapshot and which calls first after the
+        # reload has no mark above the rewound state; it can take values another process holds.
+        check(run_with_fault(load, rewind), across=False)
+    finally:
+        server.stop()
 
 
 @pytest.mark.slow
@@ -141,31 +143,78 @@ def test_evictions_under_allkeys_lru(redis_servers: StartServers) -> None:
         server.stop()
 
 
-def sentinel_load(topology: SentinelTopology, **options: Any) -> Load:
+def sentinel_load(topology: SentinelTopology, *, seconds: float = 30.0, **options: Any) -> Load:
     return Load(
         {"sentinel": topology.addresses, "service": topology.service},
         prefix(),
+        seconds=seconds,
         options={"retry_after": 0.1, **options},
     )
 
 
+def _kill_library_clients(server: RedisServer) -> int:
+    """``CLIENT KILL`` every normal connection of ``server`` but the Sentinels' own: the library's
+    connections drop as on a network blip. Returns how many were killed."""
+    client = server.client()
+    killed = 0
+    for each in client.client_list(_type="normal"):
+        if each.get("name", "").startswith("sentinel-") or each.get("cmd") == "client|list":
+            continue
+        with contextlib.suppress(redis.ResponseError):  # it went away meanwhile
+            killed += int(client.client_kill_filter(_id=each["id"]))
+    return killed
+
+
 @pytest.mark.slow
-def test_sentinel_failover_while_the_old_master_takes_writes(
+def test_a_sentinel_switch_over_window_with_default_options(
     own_sentinels: SentinelTopology,
 ) -> None:
-    """``SENTINEL FAILOVER``: the old master accepts writes until it is turned into a replica of
-    the new one, which never saw them; every value of those writes comes back on the new master
-    unless the processes remember them."""
+    """A realistic ``SENTINEL FAILOVER``: the replica is promoted at once, the old master stays
+    writable until Sentinel demotes it (~10 s later). With ``from_sentinel`` defaults (no
+    ``replicas=``, no ``floor=``), sync and asyncio processes draw throughout; the library
+    connections to the old master are killed right after the promotion (they come back on the
+    Sentinels' answer); two processes (sync and asyncio) start inside the window. Every
+    strategy: 0 duplicates across all processes."""
     own_sentinels.wait_replicas_in_sync()
-    # How many writes the old master takes before it follows the new one depends on timing.
-    check(run_with_fault(sentinel_load(own_sentinels), own_sentinels.failover), lost=False)
+    load = sentinel_load(own_sentinels, seconds=90)
+    in_asyncio = dataclasses.replace(load, front="asyncio")
+    window: dict[str, Any] = {}
+
+    def switch_over() -> RedisServer:
+        old = own_sentinels.master()
+        own_sentinels.failover()
+        window["killed"] = _kill_library_clients(old)
+        window["open after the promotion"] = own_sentinels.is_master(old)
+        return old
+
+    def rest_of_window(old: RedisServer) -> None:
+        window["open when the late processes started"] = own_sentinels.is_master(old)
+        own_sentinels.wait_demoted(old)
+
+    results = run_with_fault(
+        load,
+        switch_over,
+        processes=2,
+        also=[in_asyncio],
+        late=[load, in_asyncio],
+        during=rest_of_window,
+    )
+    print(f"\nswitch-over window: {window}")
+    check(results, lost=False)
+    assert window["open after the promotion"], "the old master was demoted at once"
+    assert window["open when the late processes started"], "the late processes missed the window"
+    unacknowledged = sum(drawn.errors["ReplicasNotAcknowledged"] for drawn in results.values())
+    assert unacknowledged > 0, "no process wrote to the old master after the promotion"
+    for label, drawn in results.items():
+        assert drawn.duplicates() == 0, f"{label}: {drawn.duplicates()} duplicates"
 
 
 @pytest.mark.slow
 def test_sentinel_master_killed(own_sentinels: SentinelTopology) -> None:
     own_sentinels.wait_replicas_in_sync()
     # A replica on loopback usually has every write when its master dies: nothing may be lost.
-    check(run_with_fault(sentinel_load(own_sentinels), own_sentinels.kill_master), lost=False)
+    results = run_with_fault(sentinel_load(own_sentinels), own_sentinels.kill_master, after=3.0)
+    check(results, lost=False)
 
 
 @pytest.mark.slow
@@ -219,29 +268,30 @@ def test_a_failover_to_a_lagging_replica_is_caught_by_a_process_that_saw_none_of
     name = prefix()
 
     def generator() -> Any:
-        ids = RedisIds.from_sentinel(
-            own_sentinels.addresses, own_sentinels.service, prefix=name, retry_after=0.1
+        ids = RedisIds.from_sentinel(  # replicas=0: the lost writes are handed out, then healed
+            own_sentinels.addresses, own_sentinels.service, prefix=name, retry_after=0.1, replicas=0
         )
         return getattr(ids, factory)("ns")
 
     idle, busy = generator(), generator()
-    before = [idle.next_id(), *busy.next_ids(20)]
-    own_sentinels.wait_replicas_in_sync()
-    (replica,) = own_sentinels.replicas()
-    old = own_sentinels.master()
-    replica.pause()  # SIGSTOP: the replica receives nothing more
-    lost = busy.next_ids(30)  # only the master has these
-    old.kill()  # the master dies with them; then the replica wakes up and is promoted
-    replica.resume()
-    own_sentinels.wait_master_other_than(old)
-    after = []
-    deadline = time.monotonic() + 10
-    while len(after) < 30 and time.monotonic() < deadline:
-        try:
-            after.append(idle.next_id())
-        except RedisUnavailable:
-            time.sleep(0.05)
-    assert len(after) == 30
-    assert not set(after) & set(before + lost)
-    assert min(after) > max(lost)
-    assert idle.rewinds >= 1
+    with cpu_load():  # the replica, the master and this process compete for the cores
+        before = [idle.next_id(), *busy.next_ids(20)]
+        own_sentinels.wait_replicas_in_sync()
+        (replica,) = own_sentinels.replicas()
+        old = own_sentinels.master()
+        replica.pause()  # SIGSTOP: the replica receives nothing more
+        lost = busy.next_ids(30)  # only the master has these
+        old.kill()  # the master dies with them; then the replica wakes up and is promoted
+        replica.resume()
+        own_sentinels.wait_master_other_than(old)
+        after = []
+        deadline = time.monotonic() + 10
+        while len(after) < 30 and time.monotonic() < deadline:
+            try:
+                after.append(idle.next_id())
+            except RedisUnavailable:
+                time.sleep(0.05)
+        assert len(after) == 30
+        assert not set(after) & set(before + lost)
+        assert min(after) > max(lost)
+        assert idle.rewinds >= 1

@@ -28,6 +28,7 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from prometheus_client import CollectorRegistry
 from sqlalchemy import BigInteger, Column, DateTime, MetaData, Numeric, String, Table, create_engine
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
@@ -39,6 +40,7 @@ from sa_redis_ids.generators.date_prefixed import FORMATS
 from sa_redis_ids.generators.registry import OptionSpec, register_strategy, strategies
 from sa_redis_ids.generators.registry import strategy as registry_strategy
 from sa_redis_ids.generators.snowflake import LAYOUTS, SnowflakeLayout
+from sa_redis_ids.metrics import disable_metrics, enable_opentelemetry, enable_prometheus
 from sa_redis_ids.validation import check_redis_url
 from tests.conftest import Backend
 from tests.support.clients import Untouchable, UntouchableAsync, async_ids_on
@@ -843,6 +845,59 @@ def test_a_refused_url_does_not_show_its_password(url: str) -> None:
 
 def test_retry_after_0_retries_a_down_node_at_once() -> None:
     assert RedisIds(Untouchable(), retry_after=0).nodes.retry_after == 0
+
+
+# -- metrics -------------------------------------------------------------------------------------
+
+
+def _metrics_cases() -> list[Any]:
+    def prometheus(**options: Any) -> Callable[[RedisIds], object]:
+        return lambda ids: enable_prometheus(ids, CollectorRegistry(), **options)
+
+    cases: list[Any] = []
+    for bad in [None, "ids", 5, object()]:
+        cases += [
+            case(f"enable_prometheus({bad!r})", lambda _, b=bad: enable_prometheus(b), "ids"),
+            case(f"enable_opentelemetry({bad!r})", lambda _, b=bad: enable_opentelemetry(b), "ids"),
+            case(f"disable_metrics({bad!r})", lambda _, b=bad: disable_metrics(b), "ids"),
+        ]
+    for bad in [5, "registry", object(), {}]:
+        cases.append(
+            case(
+                f"registry={bad!r}",
+                lambda ids, b=bad: enable_prometheus(ids, registry=b),
+                "registry",
+            )
+        )
+    for bad in [5, "1,2", [], [-1, 1], [0, 1], [1, 1], [2, 1], [nan], [True, 2], ["1"], {1: 2}]:
+        cases.append(case(f"buckets={bad!r}", prometheus(buckets=bad), "buckets"))
+    for bad in BAD_SECONDS:
+        cases.append(
+            case(f"refresh_seconds={bad!r}", prometheus(refresh_seconds=bad), "refresh_seconds")
+        )
+    for bad in [5, "meter", object(), CollectorRegistry()]:
+        cases.append(
+            case(
+                f"meter={bad!r}",
+                lambda ids, b=bad: enable_opentelemetry(ids, meter=b),
+                "meter",
+            )
+        )
+    return cases
+
+
+@pytest.mark.parametrize("c", _metrics_cases())
+def test_metrics_entries_refuse_bad_input(c: Case) -> None:
+    ids = untouched()
+    check(c, ids)
+    assert ids.nodes.observer is None, "nothing was attached"
+
+
+def test_good_buckets_and_refresh_seconds_are_accepted() -> None:
+    sink = enable_prometheus(
+        untouched(), CollectorRegistry(), buckets=(0.001, 0.5, inf), refresh_seconds=0.5
+    )
+    assert sink.refresh_seconds == 0.5
 
 
 # -- the command line: one line on stderr, never a traceback --------------------------------------

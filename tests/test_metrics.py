@@ -70,24 +70,25 @@ def test_a_scrape_shows_ids_calls_refills_pool_fill_and_a_failed_node(
         server.shutdown()
         thread.join(timeout=10)
 
-    users_labels = 'namespace="users",strategy="sequence"'
-    orders_labels = 'namespace="orders",strategy="sequence"'
-    assert _value(text, f"sa_redis_ids_ids_reserved_total{{{users_labels}}}") == 11
+    users_labels = 'id_namespace="users",strategy="sequence"'
+    orders_labels = 'id_namespace="orders",strategy="sequence"'
+    assert _value(text, f"sa_redis_ids_reserved_total{{{users_labels}}}") == 11
     assert _value(text, f"sa_redis_ids_call_duration_seconds_count{{{users_labels}}}") == 6
-    assert _value(text, f"sa_redis_ids_ids_reserved_total{{{orders_labels}}}") == 200
-    assert _value(text, f"sa_redis_ids_ids_handed_out_total{{{orders_labels}}}") == 150
+    assert _value(text, f"sa_redis_ids_reserved_total{{{orders_labels}}}") == 200
+    assert _value(text, f"sa_redis_ids_handed_out_total{{{orders_labels}}}") == 150
     assert _value(text, f"sa_redis_ids_block_refills_total{{{orders_labels}}}") == 2
     assert _value(text, f"sa_redis_ids_buffered_ids{{{orders_labels}}}") == 50
     assert (
-        _value(text, 'sa_redis_ids_ids_reserved_total{namespace="codes",strategy="short_id"}')
-        == 100
+        _value(text, 'sa_redis_ids_reserved_total{id_namespace="codes",strategy="short_id"}') == 100
     )
     # the pool has one node down: its fill cannot be read, so it is left out
     assert "sa_redis_ids_pool_fill_ratio{" not in text
-    node_errors = f'sa_redis_ids_node_errors_total{{kind="ConnectionError",node="{down.name}"}}'
+    node_errors = (
+        f'sa_redis_ids_node_errors_total{{kind="ConnectionError",redis_node="{down.name}"}}'
+    )
     assert _value(text, node_errors) == 1
-    assert _value(text, f'sa_redis_ids_node_up{{node="{down.name}"}}') == 0
-    assert _value(text, f'sa_redis_ids_node_up{{node="{ids.nodes.nodes[0].name}"}}') == 1
+    assert _value(text, f'sa_redis_ids_node_up{{redis_node="{down.name}"}}') == 0
+    assert _value(text, f'sa_redis_ids_node_up{{redis_node="{ids.nodes.nodes[0].name}"}}') == 1
     assert "sa_redis_ids_call_failures_total{" not in text, "the other node answered every call"
 
 
@@ -107,19 +108,18 @@ def test_pool_fill_clock_back_and_rewinds_in_generate_latest(real_redis: redis.R
     users.next_id()
 
     text = prometheus_client.generate_latest(registry).decode()
-    assert _value(text, 'sa_redis_ids_pool_fill_ratio{namespace="codes"}') == 0.25
-    assert _value(text, 'sa_redis_ids_clock_back_total{namespace="orders"}') == 1
+    assert _value(text, 'sa_redis_ids_pool_fill_ratio{id_namespace="codes"}') == 0.25
+    assert _value(text, 'sa_redis_ids_clock_back_total{id_namespace="orders"}') == 1
     failures = (
         'sa_redis_ids_call_failures_total{error="ClockMovedBackwards",'
-        'namespace="orders",strategy="snowflake"}'
+        'id_namespace="orders",strategy="snowflake"}'
     )
     assert _value(text, failures) == 1
     assert (
-        _value(text, 'sa_redis_ids_ids_reserved_total{namespace="orders",strategy="snowflake"}')
-        == 1
+        _value(text, 'sa_redis_ids_reserved_total{id_namespace="orders",strategy="snowflake"}') == 1
     )
-    assert _value(text, 'sa_redis_ids_rewinds_total{namespace="users",strategy="sequence"}') == 1
-    assert _value(text, 'sa_redis_ids_rewinds_total{namespace="codes",strategy="short_id"}') == 0
+    assert _value(text, 'sa_redis_ids_rewinds_total{id_namespace="users",strategy="sequence"}') == 1
+    assert _value(text, 'sa_redis_ids_rewinds_total{id_namespace="codes",strategy="short_id"}') == 0
 
 
 def test_two_instances_share_a_registry_and_disabling_stops_the_reports() -> None:
@@ -129,7 +129,7 @@ def test_two_instances_share_a_registry_and_disabling_stops_the_reports() -> Non
     assert enable_prometheus(second, registry) is sink
     first.sequence("users").next_ids(3)
     second.sequence("users").next_ids(4)
-    series = 'sa_redis_ids_ids_reserved_total{namespace="users",strategy="sequence"}'
+    series = 'sa_redis_ids_reserved_total{id_namespace="users",strategy="sequence"}'
     assert _value(prometheus_client.generate_latest(registry).decode(), series) == 7
 
     disable_metrics(first)
@@ -138,6 +138,28 @@ def test_two_instances_share_a_registry_and_disabling_stops_the_reports() -> Non
     text = prometheus_client.generate_latest(registry).decode()
     assert _value(text, series) == 7
     assert text.count("sa_redis_ids_node_up{") == 1, "only the instance still reported"
+
+
+def test_a_disabled_instance_keeps_its_counts_and_leaves_the_buffered_gauge() -> None:
+    """Counters never go down (Prometheus reads a drop as a restart); the values a disabled
+    instance still buffers are no longer shown."""
+    first, second = RedisIds.embedded(), RedisIds.embedded()
+    registry = prometheus_client.CollectorRegistry()
+    enable_prometheus(first, registry)
+    enable_prometheus(second, registry)
+    a, b = first.sequence("orders", block=100), second.sequence("orders", block=100)
+    [a.next_id() for _ in range(5)], [b.next_id() for _ in range(7)]
+    labels = '{id_namespace="orders",strategy="sequence"}'
+    text = prometheus_client.generate_latest(registry).decode()
+    assert _value(text, f"sa_redis_ids_handed_out_total{labels}") == 12
+    assert _value(text, f"sa_redis_ids_buffered_ids{labels}") == 95 + 93
+
+    disable_metrics(first)
+    b.next_id()
+    text = prometheus_client.generate_latest(registry).decode()
+    assert _value(text, f"sa_redis_ids_handed_out_total{labels}") == 13
+    assert _value(text, f"sa_redis_ids_buffered_ids{labels}") == 92
+    assert _value(text, f"sa_redis_ids_block_refills_total{labels}") == 2
 
 
 def test_prometheus_and_opentelemetry_together_both_count() -> None:
@@ -150,7 +172,7 @@ def test_prometheus_and_opentelemetry_together_both_count() -> None:
     assert ids.sequence("users").next_ids(3) == [1, 2, 3]
     text = prometheus_client.generate_latest(registry).decode()
     assert (
-        _value(text, 'sa_redis_ids_ids_reserved_total{namespace="users",strategy="sequence"}') == 3
+        _value(text, 'sa_redis_ids_reserved_total{id_namespace="users",strategy="sequence"}') == 3
     )
 
 
@@ -189,7 +211,7 @@ def test_opentelemetry_instruments_in_an_in_memory_reader(redis_servers: StartSe
     codes = ids.short_id("codes", pool_size=100, offset=100)
     codes.next_ids(10)
     points = _otel_points(reader)
-    assert _otel_value(points, "sa_redis_ids.pool.fill_ratio", namespace="codes") == 0.1
+    assert _otel_value(points, "sa_redis_ids.pool.fill_ratio", id_namespace="codes") == 0.1
 
     servers[1].stop()
     users.next_id()
@@ -198,15 +220,18 @@ def test_opentelemetry_instruments_in_an_in_memory_reader(redis_servers: StartSe
     provider.shutdown()
 
     sequence = {"strategy": "sequence"}
-    assert _otel_value(points, "sa_redis_ids.ids.reserved", namespace="users", **sequence) == 6
-    assert _otel_value(points, "sa_redis_ids.call.duration", namespace="users", **sequence) == 4
-    assert _otel_value(points, "sa_redis_ids.ids.reserved", namespace="orders", **sequence) == 20
-    assert _otel_value(points, "sa_redis_ids.ids.handed_out", namespace="orders", **sequence) == 15
-    assert _otel_value(points, "sa_redis_ids.block.refills", namespace="orders", **sequence) == 2
-    assert _otel_value(points, "sa_redis_ids.buffer.ids", namespace="orders", **sequence) == 5
+    assert _otel_value(points, "sa_redis_ids.reserved", id_namespace="users", **sequence) == 6
+    assert _otel_value(points, "sa_redis_ids.call.duration", id_namespace="users", **sequence) == 4
+    assert _otel_value(points, "sa_redis_ids.reserved", id_namespace="orders", **sequence) == 20
+    assert _otel_value(points, "sa_redis_ids.handed_out", id_namespace="orders", **sequence) == 15
+    assert _otel_value(points, "sa_redis_ids.block.refills", id_namespace="orders", **sequence) == 2
+    assert _otel_value(points, "sa_redis_ids.buffer.ids", id_namespace="orders", **sequence) == 5
     down = ids.nodes.nodes[1].name
-    assert _otel_value(points, "sa_redis_ids.node.errors", node=down, kind="ConnectionError") == 1
-    assert _otel_value(points, "sa_redis_ids.node.up", node=down) == 0
+    assert (
+        _otel_value(points, "sa_redis_ids.node.errors", redis_node=down, kind="ConnectionError")
+        == 1
+    )
+    assert _otel_value(points, "sa_redis_ids.node.up", redis_node=down) == 0
 
 
 def test_asyncio_buffers_are_read_at_collection(real_redis: redis.Redis) -> None:
@@ -223,10 +248,10 @@ def test_asyncio_buffers_are_read_at_collection(real_redis: redis.Redis) -> None
         for _ in range(60):
             await orders.next_id()
         text = prometheus_client.generate_latest(registry).decode()
-        labels = '{namespace="orders",strategy="sequence"}'
-        assert _value(text, f"sa_redis_ids_ids_handed_out_total{labels}") == 60
+        labels = '{id_namespace="orders",strategy="sequence"}'
+        assert _value(text, f"sa_redis_ids_handed_out_total{labels}") == 60
         assert _value(text, f"sa_redis_ids_block_refills_total{labels}") == 2
-        assert _value(text, f"sa_redis_ids_ids_reserved_total{labels}") == 100
+        assert _value(text, f"sa_redis_ids_reserved_total{labels}") == 100
         await ids.aclose()
 
     asyncio.run(draw())

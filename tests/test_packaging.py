@@ -334,7 +334,8 @@ def async_section() -> tuple[list[str], str]:
     text = SQLALCHEMY_PAGE.read_text(encoding="utf-8")
     section = text.split("## asyncio", 1)[1].split("\n## ", 1)[0]
     (install,) = re.findall(r"^```bash\n(pip install [^\n]+)\n```$", section, re.M)
-    (example,) = re.findall(r"^```python\n(.*?)^```$", section, re.M | re.S)
+    examples = re.findall(r"^```python\n(.*?)^```$", section, re.M | re.S)
+    (example,) = [code for code in examples if "create_async_engine" in code]
     return [word.strip("'\"") for word in install.split()[2:]], example
 
 

@@ -440,7 +440,9 @@ def test_real_expired_lock_can_be_taken_by_another(three: list[RedisServer]) -> 
     second = _ids(three).lock(NAME, timeout=10, retry_delay=0.05).acquire()
     assert second.fencing_token > first.fencing_token
     assert first.release() is False
-    assert all(s.client().exists(second.key) for s in three)
+    # A majority holds the second lock; the third node may still have held the first one's key
+    # (keys expire a few ms apart on the nodes) when the second lock was granted.
+    assert sum(bool(s.client().exists(second.key)) for s in three) >= second.quorum
     assert second.release() is True
 
 

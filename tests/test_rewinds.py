@@ -12,12 +12,14 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import time as time_module
 from datetime import date, time
 from typing import Any
 
 import pytest
 
 from sa_redis_ids import ConfigError, RedisIds, SequenceExhausted
+from sa_redis_ids.generators.highwater import PACE_SECONDS
 from tests.conftest import Backend
 from tests.support.days import shift_to_local
 from tests.support.forking import child_call_status
@@ -56,11 +58,13 @@ def test_a_sequence_counter_lost_resumes_above_what_this_process_issued(
     forget(backend)
     with caplog.at_level(logging.WARNING, logger="sa_redis_ids"):
         after = users.next_ids(5)
-    assert after == list(range(151, 156)), "guard 50 plus a headroom of 100"
+    drift = after[0] - 151  # the pace times the mark's age, if the machine stalled (see highwater)
+    assert 0 <= drift <= users.drift_most
+    assert after == list(range(151 + drift, 156 + drift)), "guard 50 plus a headroom of 100"
     assert not set(before) & set(after)
     assert users.rewinds == 1
     assert "namespace users" in caplog.text and "state missing" in caplog.text
-    assert users.next_id() == 156 and users.rewinds == 1, "healed once"
+    assert users.next_id() == 156 + drift and users.rewinds == 1, "healed once"
 
 
 def test_a_sequence_counter_set_back_is_raised_above_what_was_issued(backend: Backend) -> None:
@@ -69,6 +73,33 @@ def test_a_sequence_counter_set_back_is_raised_above_what_was_issued(backend: Ba
     backend.client.set(users.counter_key, 10)  # a failover to a replica that was behind
     assert users.next_id() == 41
     assert users.rewinds == 1
+
+
+@pytest.mark.parametrize("factory", ["sequence", "date_prefixed"])
+def test_a_heal_from_an_aged_mark_clears_what_others_drew_after_an_earlier_heal(
+    backend: Backend, factory: str
+) -> None:
+    """Two losses; the process that heals the second one slept through the first. Its mark is
+    old: the others healed above their own marks at the first loss and drew on from there. A heal
+    of the old mark plus the headroom alone lands on their values; the node's pace, as this
+    process saw it, says how far the counter can have moved since its mark."""
+    busy = getattr(backend.ids(), factory)("orders")
+    idle = getattr(backend.ids(), factory)("orders")
+    idle.next_id()
+    started = time_module.monotonic()
+    busy.next_ids(5000)
+    time_module.sleep(PACE_SECONDS)  # a pace is measured over at least this long
+    idle.next_id()  # the pace: 5,000 values in this interval
+    interval = time_module.monotonic() - started
+    busy.next_ids(500)  # the idle process's mark is 500 behind the busy one's
+    forget(backend)
+    drawn = busy.next_ids(2000)  # healed above the busy mark, then 2,000 more
+    assert busy.rewinds == 1
+    forget(backend)
+    time_module.sleep(interval)  # the idle mark is at least as old as the pace interval
+    after = idle.next_ids(1000)
+    assert idle.rewinds == 1
+    assert min(after) > max(drawn)
 
 
 def test_a_buffered_sequence_heals_above_its_blocks(backend: Backend) -> None:
@@ -139,7 +170,9 @@ def test_a_day_counter_lost_resumes_above_what_this_process_issued(
     before = [generator.next_id() for _ in range(5)] + generator.next_ids(5)
     forget(backend)
     after = generator.next_ids(3)
-    assert [generator.parse(v).counter for v in after] == [18, 19, 20]
+    drift = generator.parse(after[0]).counter - 18  # see the sequence's test above
+    assert 0 <= drift <= generator.drift_most
+    assert [generator.parse(v).counter for v in after] == [18 + drift, 19 + drift, 20 + drift]
     assert not set(before) & set(after)
     assert generator.rewinds == 1
 

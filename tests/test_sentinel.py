@@ -2,13 +2,26 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import threading
 import time
+import uuid
 from typing import Any
 
 import pytest
 
-from sa_redis_ids import ConfigError, RedisIds, RedisUnavailable, SaRedisIdsError, ScriptError
+from sa_redis_ids import (
+    ConfigError,
+    RedisIds,
+    RedisUnavailable,
+    ReplicasNotAcknowledged,
+    SaRedisIdsError,
+    ScriptError,
+)
+from sa_redis_ids.asyncio import AsyncRedisIds
+from sa_redis_ids.redis.switchover import successor_identity
+from tests.support.servers import RedisServer
 from tests.support.topologies import SentinelTopology, wait_until
 from tests.support.uniqueness import duplicates
 
@@ -60,19 +73,25 @@ def test_from_sentinel_issues_ids_from_the_master(sentinel_topology: SentinelTop
     assert int(sentinel_topology.master().client().get(seq.counter_key) or 0) == 3
 
 
-@pytest.mark.parametrize("replicas", [0, 1])
-def test_a_failover_under_load_raises_only_redis_unavailable_then_issues_on_the_new_master(
-    sentinel_topology: SentinelTopology, replicas: int
+def test_from_sentinel_waits_for_a_replica_by_default_and_can_opt_out() -> None:
+    assert RedisIds.from_sentinel(["127.0.0.1:1"], "svc").nodes.nodes[0].replicas == 1
+    assert AsyncRedisIds.from_sentinel(["127.0.0.1:1"], "svc").nodes.nodes[0].replicas == 1
+    assert RedisIds.from_sentinel(["127.0.0.1:1"], "svc", replicas=0).nodes.nodes[0].replicas == 0
+
+
+def test_a_switch_over_under_load_with_defaults_issues_nothing_twice_and_resumes(
+    sentinel_topology: SentinelTopology,
 ) -> None:
+    """Threads draw through a realistic switch-over (the old master stays writable until
+    Sentinel demotes it): only RedisUnavailable meanwhile, no value twice, and the calls resume
+    on the new master."""
     sentinel_topology.wait_replicas_in_sync()
     ids = RedisIds.from_sentinel(
         sentinel_topology.addresses,
         sentinel_topology.service,
-        prefix=f"s2r{replicas}",
+        prefix="s2",
         retry_after=0.1,
-        replicas=replicas,
-        replica_timeout=1.5,  # generous: the machine may be loaded
-        socket_timeout=3.0,
+        replica_timeout=0.5,
     )
     seq = ids.sequence("users")
     values: list[int] = []
@@ -100,8 +119,10 @@ def test_a_failover_under_load_raises_only_redis_unavailable_then_issues_on_the_
         old = sentinel_topology.master()
         new = sentinel_topology.failover()
         assert new.port != old.port
+        assert sentinel_topology.is_master(old)  # the window real Sentinel leaves open
+        sentinel_topology.wait_demoted(old)
         issued = len(values)
-        wait_until(lambda: len(values) > issued + 50, "IDs after the failover")
+        wait_until(lambda: len(values) > issued + 50, "IDs after the switch-over", timeout=30)
     finally:
         stop.set()
         for thread in threads:
@@ -110,13 +131,158 @@ def test_a_failover_under_load_raises_only_redis_unavailable_then_issues_on_the_
         exc for exc in errors if not isinstance(exc, RedisUnavailable)
     ]
     assert not any(isinstance(exc, ScriptError) for exc in errors)
-    # redis-py's SentinelConnectionPool asked the sentinels again: the client writes to the new master.
-    pool = ids.nodes.nodes[0].client.connection_pool
-    assert pool.master_address[1] == new.port
+    # The old master's writes after the promotion had no replica to acknowledge them.
+    assert any(isinstance(exc, ReplicasNotAcknowledged) for exc in errors)
     after = seq.next_id()
     assert int(new.client().get(seq.counter_key) or 0) >= after
-    if replicas:
-        # Writes the old master took after the promotion had no replica to acknowledge them, so
-        # none of their values was handed out. (Without WAIT those writes are lost and the new
-        # master issues their values again: replicas=0 alone does not survive a failover.)
-        assert not duplicates([*values, after])
+    assert not duplicates([*values, after])
+
+
+def _watched_clients(server: RedisServer, name: str) -> int:
+    return sum(1 for client in server.client().client_list() if client.get("name") == name)
+
+
+def _draw_in_threads(seq: Any, threads: int = 4, each: int = 20) -> None:
+    """Open several pooled connections: threads drawing at once each take one."""
+    workers = [threading.Thread(target=seq.next_ids, args=(1,)) for _ in range(threads * each)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+
+
+def test_a_failed_call_after_a_switch_over_closes_every_connection_to_the_old_master(
+    sentinel_topology: SentinelTopology,
+) -> None:
+    """redis-py keeps connections open before a switch-over on the old master until Sentinel
+    demotes it; the first failed call asks the Sentinels and closes them, while the old master
+    still takes writes."""
+    sentinel_topology.wait_replicas_in_sync()
+    name = f"watched{uuid.uuid4().hex[:8]}"
+    ids = RedisIds.from_sentinel(
+        sentinel_topology.addresses, sentinel_topology.service, prefix=name, client_name=name
+    )
+    seq = ids.sequence("users")
+    _draw_in_threads(seq)
+    old = sentinel_topology.master()
+    assert _watched_clients(old, name) > 1
+    new = sentinel_topology.failover()
+    with pytest.raises(RedisUnavailable):  # an old connection: no replica acknowledges it now
+        for _ in range(100):
+            seq.next_id()
+    assert sentinel_topology.is_master(old)
+    wait_until(lambda: _watched_clients(old, name) == 0, "the old master's connections to close")
+    assert sentinel_topology.is_master(old)  # closed by the library, not by Sentinel's demotion
+    assert ids.nodes.nodes[0].client.connection_pool.master_address[1] == new.port
+    sentinel_topology.wait_demoted(old)
+    ids.close()
+
+
+def test_an_asyncio_call_after_a_switch_over_closes_every_connection_to_the_old_master(
+    sentinel_topology: SentinelTopology,
+) -> None:
+    sentinel_topology.wait_replicas_in_sync()
+    name = f"watched{uuid.uuid4().hex[:8]}"
+    ports: dict[str, Any] = {}
+
+    async def main() -> None:
+        ids = AsyncRedisIds.from_sentinel(
+            sentinel_topology.addresses, sentinel_topology.service, prefix=name, client_name=name
+        )
+        try:
+            seq = ids.sequence("users")
+            await asyncio.gather(*(seq.next_id() for _ in range(20)))
+            old = ports["old"] = sentinel_topology.master()
+            ports["before"] = _watched_clients(old, name)
+            ports["new"] = await asyncio.to_thread(sentinel_topology.failover)
+            for _ in range(3):  # tasks on old connections fail; the first failure closes them all
+                with contextlib.suppress(RedisUnavailable):
+                    await asyncio.gather(*(seq.next_id() for _ in range(20)))
+                await asyncio.sleep(0.15)  # past the re-check interval
+            ports["master"] = ids.nodes.nodes[0].client.connection_pool.master_address
+            ports["old master then"] = sentinel_topology.is_master(old)
+            ports["after"] = _watched_clients(old, name)
+        finally:
+            await ids.aclose()
+
+    asyncio.run(main())
+    old = ports["old"]
+    assert ports["before"] > 1
+    assert ports["old master then"]  # still: the window real Sentinel leaves open
+    assert ports["after"] == 0
+    assert ports["master"][1] == ports["new"].port
+    sentinel_topology.wait_demoted(old)
+
+
+MASTER = {
+    "role": "master",
+    "connected_slaves": 0,
+    "master_replid": "b" * 40,
+    "master_replid2": "a" * 40,
+}
+PREDECESSOR = {"role": "master", "connected_slaves": 0, "master_replid": "a" * 40}
+
+
+@pytest.mark.parametrize(
+    ("master", "replicas", "issues"),
+    [
+        (MASTER, [], True),  # no replica listed that is up (none, or all down)
+        (MASTER, [PREDECESSOR], True),  # the old master, not yet demoted by Sentinel
+        ({**MASTER, "connected_slaves": 1}, [], False),  # a replica that can acknowledge
+        (MASTER, [{"role": "slave", "master_link_status": "down"}], False),  # promotable
+        (MASTER, [{**PREDECESSOR, "master_replid": "c" * 40}], False),  # another master
+        ({**MASTER, "master_replid2": "0" * 40}, [PREDECESSOR], False),  # it is the old master
+        ({**MASTER, "role": "slave"}, [], False),
+    ],
+    ids=["alone", "predecessor", "connected", "replica", "stranger", "replaced", "not master"],
+)
+def test_a_master_issues_without_wait_only_when_no_replica_could_replace_it(
+    master: dict[str, Any], replicas: list[dict[str, Any]], issues: bool
+) -> None:
+    found = successor_identity(master, replicas)
+    assert found == (master["master_replid"] if issues else None)
+
+
+def test_a_connection_left_on_the_old_master_hands_nothing_out_while_the_new_one_has_no_replica(
+    sentinel_topology: SentinelTopology,
+) -> None:
+    """An asyncio pool takes back a connection still open to the old master; a call that runs on
+    it while the new master issues without WAIT is dropped (the server is not the one judged)."""
+    sentinel_topology.wait_replicas_in_sync()
+    outcome: dict[str, Any] = {}
+
+    async def main() -> None:
+        ids = AsyncRedisIds.from_sentinel(
+            sentinel_topology.addresses,
+            sentinel_topology.service,
+            prefix=f"stale{uuid.uuid4().hex[:8]}",
+            retry_after=0.1,
+        )
+        try:
+            seq = ids.sequence("users")
+            await seq.next_id()
+            pool = ids.nodes.nodes[0].client.connection_pool
+            stale = await pool.get_connection()  # open to the master, kept aside
+            old = sentinel_topology.master()
+            await asyncio.to_thread(sentinel_topology.failover)
+            deadline = time.monotonic() + 20
+            while "resumed" not in outcome and time.monotonic() < deadline:
+                try:
+                    outcome["resumed"] = await seq.next_id()  # on the new master, without WAIT
+                except RedisUnavailable:
+                    await asyncio.sleep(0.05)
+            await pool.release(stale)  # the pool hands it out next
+            try:
+                outcome["from the old master"] = await seq.next_id()
+            except ReplicasNotAcknowledged as exc:
+                outcome["dropped"] = str(exc)
+            outcome["old still master"] = sentinel_topology.is_master(old)
+        finally:
+            await ids.aclose()
+
+    asyncio.run(main())
+    assert "resumed" in outcome, "no value from the new master while the old one is writable"
+    assert outcome["old still master"]
+    assert "from the old master" not in outcome, outcome
+    assert "dropped" in outcome, outcome  # by the identity check; by WAIT if its time ran out
+    sentinel_topology.wait_demoted(sentinel_topology.replicas()[0])

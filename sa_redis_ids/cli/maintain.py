@@ -18,10 +18,12 @@ Which generators does a command line process know? Two ways to tell it:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import os
 import sys
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from typing import Any, TextIO
 
 from sa_redis_ids.cli.options import (
@@ -118,7 +120,9 @@ def register(sub: Any) -> None:
         "(without the application's floor no day counter is created). Without --once it runs in "
         "the foreground on its schedule (hourly and 23:50 in each generator's time zone) until "
         "interrupted. It refuses the embedded in-process Redis (no --redis-url) unless --embedded "
-        "is given: that Redis is empty at every start, so maintaining it changes nothing.",
+        "is given: that Redis is empty at every start, so maintaining it changes nothing. With "
+        "--app and --embedded the application's generators run on an embedded Redis, never on "
+        "the application's own.",
     )
     parser.add_argument("--once", action="store_true", help="run once, print the summary, exit")
     parser.add_argument(
@@ -241,6 +245,24 @@ def as_record(summary: MaintenanceSummary, *, precreate: bool) -> dict[str, Any]
 
 def run(args: argparse.Namespace) -> int:
     maintenance = build(args)
+    assert isinstance(maintenance.ids, RedisIds)
+    with on_embedded_redis(args, maintenance.ids):
+        return run_built(args, maintenance)
+
+
+def on_embedded_redis(args: argparse.Namespace, ids: RedisIds) -> AbstractContextManager[Any]:
+    """With ``--app`` and ``--embedded``: run the application's generators, rebuilt with their own
+    options, on a new embedded Redis for the block (``RedisIds.use``), so the application's Redis
+    is never written; otherwise nothing changes."""
+    if not (args.app and args.embedded):
+        return contextlib.nullcontext()
+    if all(node.name == "embedded" for node in ids.nodes.nodes):
+        return contextlib.nullcontext()  # the application's Redis is the embedded one already
+    return ids.use(RedisIds.embedded(prefix=ids.prefix))
+
+
+def run_built(args: argparse.Namespace, maintenance: Maintenance) -> int:
+    """Run ``maintenance`` once (``--once``, giving up its lease at the end) or on its schedule."""
     as_json = bool(getattr(args, "json", False))
     if not maintenance.precreate:
         print(f"note: {NO_PRECREATE_NOTE}", file=sys.stderr if as_json else sys.stdout, flush=True)
@@ -252,7 +274,10 @@ def run(args: argparse.Namespace) -> int:
             print(describe(summary), flush=True)
 
     if args.once:
-        summary = maintenance.run_once()
+        try:
+            summary = maintenance.run_once()
+        finally:
+            maintenance.release_lease()  # a later run is not this one: it must not be skipped
         report(summary)
         return 0 if summary.ok else 1
     return run_forever(maintenance, report, announce=sys.stderr if as_json else sys.stdout)
@@ -292,4 +317,5 @@ def run_forever(
     finally:
         if scheduler.running:
             scheduler.shutdown(wait=True)
+        maintenance.release_lease()
     return 0

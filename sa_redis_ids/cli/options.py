@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 
+from sa_redis_ids.errors import ConfigError
 from sa_redis_ids.generators.base import MAX_BATCH
 from sa_redis_ids.ids import RedisIds
 from sa_redis_ids.keys import DEFAULT_PREFIX
@@ -76,7 +77,14 @@ def refuse_embedded(args: argparse.Namespace, ids: RedisIds, command: str) -> No
 
 
 def redis_ids_from(args: argparse.Namespace) -> RedisIds:
-    """The ``RedisIds`` the options name: one URL, several, or the embedded Redis."""
+    """The ``RedisIds`` the options name: one URL, several, or the embedded Redis (``--embedded``
+    always means the embedded Redis: ``$SA_REDIS_IDS_URL`` is not read, ``--redis-url`` refused)."""
+    if getattr(args, "embedded", False):
+        if args.redis_url:
+            raise ConfigError(
+                "--embedded acts on the embedded in-process Redis; leave out --redis-url"
+            )
+        return RedisIds.embedded(prefix=args.prefix)
     urls = redis_urls(args)
     if len(urls) > 1:
         return RedisIds.from_urls(urls, prefix=args.prefix)

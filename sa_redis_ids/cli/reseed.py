@@ -37,7 +37,7 @@ from sa_redis_ids.cli.generators import (
     generator_from_nodes,
     refuse_options_with_app,
 )
-from sa_redis_ids.cli.maintain import add_app_option, app_or_redis
+from sa_redis_ids.cli.maintain import add_app_option, app_or_redis, on_embedded_redis
 from sa_redis_ids.cli.options import (
     DB_URL_ENV,
     add_embedded_option,
@@ -206,6 +206,12 @@ def run(args: argparse.Namespace) -> int:
     refuse_options_with_app(args)
     ids = app_or_redis(args)
     refuse_embedded(args, ids, "reseed")
+    with on_embedded_redis(args, ids):
+        return reseed_with(args, ids)
+
+
+def reseed_with(args: argparse.Namespace, ids: RedisIds) -> int:
+    """Reseed the generator the options name on ``ids``, with progress and the report."""
     claimed = True
     if args.app:
         generator = find_generator(ids, args.namespace, args.strategy)

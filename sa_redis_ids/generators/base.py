@@ -19,6 +19,7 @@ from sa_redis_ids.generators.highwater import (
     check_headroom,
     checked_floor,
     default_headroom,
+    drift_cap,
 )
 from sa_redis_ids.keys import KeySpace
 from sa_redis_ids.observe import observed
@@ -89,6 +90,9 @@ class IdGenerator(ABC, Generic[V]):
     ):
         self.keys = KeySpace(prefix, namespace)
         self.namespace = self.keys.namespace
+        self.identity_key = self.keys.key("identity")
+        """Where a node caches its identity for this namespace's issuing scripts, a second at a
+        time, never replicated (see ``node_identity_since`` in ``common.lua``)."""
         self._nodes = nodes
         self.redis_clock = nodes.clock
         """The Redis clock this generator's scripts see (moved only by tests)."""
@@ -103,6 +107,9 @@ class IdGenerator(ABC, Generic[V]):
         """``headroom=`` as given (None: the default, see `headroom`)."""
         self.headroom = 0
         """Counter steps a heal leaves above the guard (see `highwater`)."""
+        self.drift_most = 0
+        """The most counter steps a heal adds for the age of a mark (*Drift* in `highwater`;
+        counter strategies only)."""
         self.high: HighWater[Any] = HighWater(len(nodes), self.namespace)
         self.share_calls = True
         """Whether concurrent callers share round trips (see `sa_redis_ids.sharing`); set it to
@@ -113,6 +120,7 @@ class IdGenerator(ABC, Generic[V]):
         """Fix `headroom` once the per-node ``capacity`` and the largest block are known."""
         chosen = self.headroom_option
         self.headroom = default_headroom(capacity, max_block) if chosen is None else chosen
+        self.drift_most = drift_cap(self.headroom, capacity)
 
     def _highest_used(self, *day: Any, what: str) -> Plan[int]:
         """Call the floor (with ``day`` for date-keyed generators) and check its answer: the

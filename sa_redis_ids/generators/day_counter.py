@@ -108,7 +108,12 @@ class _Window(Generic[P]):
 
     def __init__(self, generator: DatedGenerator[Any], window: DayWindow):
         self.window = window
-        keys = [generator.purge_key, generator.claim_key, generator._store_key()]
+        keys = [
+            generator.purge_key,
+            generator.claim_key,
+            generator.identity_key,
+            generator._store_key(),
+        ]
         if generator.storage == "key":
             keys += [generator._day_key(label) for label in window.labels]
         self.keys: list[bytes] = [key.encode() for key in keys]
@@ -286,7 +291,11 @@ class DatedGenerator(IdGenerator[V]):
         for _ in range(ATTEMPTS):
             window: _Window[Any] = self._window()
             guard_text, heal_text, _ = heal_args(
-                guard, self.headroom, limit, ask=False, floor_read=floor == FLOOR_GIVEN
+                guard,
+                self.headroom + high.drift(index, self.drift_most, guard_label),
+                limit,
+                ask=False,
+                floor_read=floor == FLOOR_GIVEN,
             )
             reply = yield Run(
                 node,
@@ -324,6 +333,7 @@ class DatedGenerator(IdGenerator[V]):
                 if healed:
                     high.healed(node.name, reply_text(healed), str(counter - n))
                 high.answered(index, identity, (day.label, counter))
+                high.pace(index, counter, day.label)
                 if position == window.last:  # the day changed: move the window on with it
                     self.clock.recenter(int(now_ms))
                 step = node.count

@@ -16,25 +16,41 @@ Defences, in layers, shared by every strategy:
   [`floor_from_column`][sa_redis_ids.floor_from_column]), the floor is read once per process and node
   at first use, and again whenever a script finds the state missing or below the guard; the guard
   then is the higher of the mark and the floor.
-* **Identity.** Every script reads the node's replication ID (``INFO replication``), which
-  changes when a replica is promoted and when a server restarts without its data. A process that
-  finds another ID than it saw last treats the state as possibly rewound: it reads the floor (if
-  any) and raises the state to its guard plus headroom even when the state is not below it, so a
-  failover to a lagging replica is caught also by processes whose marks lie below the lost writes.
+* **Identity.** Every script checks the node's replication ID, which changes when a replica is
+  promoted. A process that finds another ID than it saw last, on a server promoted from a replica,
+  treats the state as possibly rewound: it reads the floor (if any) and raises the state to its
+  guard plus headroom even when the state is not below it, so a failover to a lagging replica is
+  caught also by processes whose marks lie below the lost writes. A server that restarted from its
+  own data (AOF or RDB) has a new ID too; ``INFO replication`` tells it apart (no previous ID, or
+  the old one with a backlog that starts where it ended) and nothing is healed. The ID is kept in a
+  key of the namespace for a second, written neither to replicas nor to the AOF, so the scripts
+  read ``INFO`` only when that key is missing or differs (``node_identity_since`` in
+  ``common.lua``).
 * **Headroom.** A heal sets the state above the guard by ``headroom`` counter steps, because other
   processes may hold values above this process's mark (taken after its last call, or buffered in
   blocks they have not handed out yet). Its default covers 32 processes each holding two blocks of
   the largest block size, or 1,000 values for unbuffered generators, capped at a tenth of what a
   node can issue (a hundredth unbuffered).
+* **Drift.** A counter's mark ages: while a process hands out a buffered block or waits between
+  calls, the others go on drawing, and after an earlier loss healed by another process (which this
+  one never saw) they draw from above *that* heal. A heal from an aged mark alone would land on
+  values they already have. So each counter generator also records the node's *pace*: how fast
+  the node's counter rose between two of this process's calls (every process's draws included).
+  A heal adds `DRIFT_FACTOR` times that pace times the mark's age, at most ten times the
+  headroom (and a tenth of what a node can issue): what the others can have drawn since. A mark
+  younger than `PACE_SECONDS` counts as current: the headroom covers so short a time.
 """
 
 from __future__ import annotations
 
 import inspect
 import logging
+import math
 import os
 import threading
+import time
 import weakref
+from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from sa_redis_ids.errors import ConfigError
@@ -50,6 +66,28 @@ HEADROOM_PROCESSES = 32
 """How many processes, each holding two blocks, the default buffered headroom covers."""
 UNBUFFERED_HEADROOM = 1000
 """Default headroom of an unbuffered generator, in counter steps of one node."""
+DRIFT_FACTOR = 2
+"""How many times the pace a node's counter kept up to a mark a heal assumes it kept since."""
+PACE_SECONDS = 0.05
+"""The shortest interval a node's pace is measured over (shorter ones are merged)."""
+DRIFT_HEADROOMS = 10
+"""A heal's drift is at most this many headrooms (and a tenth of what a node can issue)."""
+
+
+@dataclass
+class Pace:
+    """How fast one node's counter rose, as one process saw it (see *Drift* above)."""
+
+    period: str
+    """The counter it is about (a day's label for date-keyed generators; "" otherwise)."""
+    counter: int
+    """The counter at the start of the interval being measured."""
+    since: float
+    """When (``time.monotonic()``) the interval started."""
+    last: float
+    """When this process last received the counter (the age of its mark counts from there)."""
+    rate: float = 0.0
+    """Counter steps per second over the last whole interval."""
 
 
 def default_headroom(capacity: int, max_block: int | None) -> int:
@@ -61,6 +99,12 @@ def default_headroom(capacity: int, max_block: int | None) -> int:
     if max_block is None:
         return min(UNBUFFERED_HEADROOM, capacity // 100)
     return min(2 * HEADROOM_PROCESSES * max_block, capacity // 10)
+
+
+def drift_cap(headroom: int, capacity: int) -> int:
+    """The most a heal adds for a mark's age: `DRIFT_HEADROOMS` headrooms, at most a
+    tenth of ``capacity`` (how many counter steps a node can take)."""
+    return min(DRIFT_HEADROOMS * headroom, capacity // 10)
 
 
 def check_headroom(headroom: object) -> int | None:
@@ -109,6 +153,7 @@ class HighWater(Generic[M]):
         self._consulted = [False] * count
         self.identities = [""] * count
         """Per node: the identity (replication ID) it answered with last; "" before any."""
+        self._paces: list[Pace | None] = [None] * count
         self._new_locks()
         self.rewinds = 0
         """Rewinds detected and healed in this process (a node's state below what it had issued)."""
@@ -137,6 +182,30 @@ class HighWater(Generic[M]):
         """Record a node's reply: its identity and the mark it gave (kept if higher)."""
         self.identities[index] = identity.decode() if isinstance(identity, bytes) else str(identity)
         self.saw(index, mark)
+
+    def pace(self, index: int, counter: int, period: str = "") -> None:
+        """Record that node ``index``'s counter (of ``period``) stood at ``counter`` just now."""
+        now = time.monotonic()
+        found = self._paces[index]
+        if found is None or found.period != period or counter < found.counter:
+            self._paces[index] = Pace(period, counter, now, now)
+            return
+        found.last = now
+        if now - found.since >= PACE_SECONDS:
+            found.rate = (counter - found.counter) / (now - found.since)
+            found.counter, found.since = counter, now
+
+    def drift(self, index: int, most: int, period: str = "") -> int:
+        """Counter steps node ``index``'s counter (of ``period``) may have risen since this
+        process's mark, by its pace: at most ``most``; 0 when nothing is known or the mark is
+        younger than `PACE_SECONDS` (the headroom covers what others draw in so short a time)."""
+        found = self._paces[index]
+        if found is None or found.period != period or found.rate <= 0 or most <= 0:
+            return 0
+        age = time.monotonic() - found.last
+        if age < PACE_SECONDS:
+            return 0
+        return min(most, math.ceil(DRIFT_FACTOR * found.rate * age))
 
     def consulted(self, index: int) -> bool:
         """Whether the floor was read for node ``index`` in this process."""
@@ -174,9 +243,11 @@ def heal_args(
     ``guard``: the counter the node must already have reached; ``heal``: what a missing or lower
     counter is set to, ``guard + headroom`` but at most ``limit`` (0 when there is no guard and
     no floor was read, so a missing counter starts fresh); ``ask``: report instead of healing
-    (the floor is unread).
+    (the floor is unread). A guard above ``limit`` (a floor past the strategy's last value) heals
+    to ``limit``: the counter is used up, the script answers "exhausted", and no value past the
+    limit (which Redis may not even hold as an integer) is ever stored.
     """
-    heal = min(guard + headroom, max(limit, guard)) if guard > 0 or floor_read else 0
+    heal = min(guard + headroom, limit) if guard > 0 or floor_read else 0
     return [str(guard), str(heal), "1" if ask else "0"]
 
 

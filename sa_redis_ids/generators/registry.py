@@ -52,7 +52,8 @@ RESERVED_FLAGS = frozenset(
         "--yes",
     ]
 )
-"""The command line's own options: no strategy may declare them."""
+"""The command line's own options: no strategy may declare them, nor take a name that spells one
+(``maintain`` offers ``--<name>`` for every date-keyed or pool strategy)."""
 
 ENTRY_POINT_GROUP = "sa_redis_ids.strategies"
 """Installed packages name a module here (``[project.entry-points."sa_redis_ids.strategies"]``)
@@ -201,7 +202,8 @@ def register_strategy(
     from_claims: bool = False,
     replace: bool = False,
 ) -> None:
-    """Register strategy ``name`` (lowercase letters, digits, ``_``): ``ids.generator(name, ns,
+    """Register strategy ``name`` (lowercase letters, digits, ``_``; not the name of one of the
+    command line's own options, see [`RESERVED_FLAGS`][sa_redis_ids.generators.registry.RESERVED_FLAGS]): ``ids.generator(name, ns,
     **options)`` then calls ``build(context, ns, **options)``. A second registration of a name
     raises [`ConfigError`][sa_redis_ids.ConfigError] unless ``replace=True``.
 
@@ -213,6 +215,11 @@ def register_strategy(
         raise ConfigError(
             f"strategy name {name!r} must be 1-40 lowercase letters, digits or '_', "
             "starting with a letter"
+        )
+    if "--" + name.replace("_", "-") in RESERVED_FLAGS:
+        raise ConfigError(
+            f"strategy name {name!r} is taken by the command line's own option "
+            f"--{name.replace('_', '-')} (sa-redis-ids maintain offers a flag per strategy)"
         )
     if not callable(build):
         raise ConfigError(f"build for strategy {name!r} must be callable, not {build!r}")

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from sa_redis_ids.bounds import limit_for
+from sa_redis_ids.bounds import BIGINT_MAX, limit_for
 from sa_redis_ids.buffering import (
     RANGE_MAX_BLOCK,
     BufferedGenerator,
@@ -69,8 +69,10 @@ class SequenceGenerator(BufferedGenerator[int]):
     ):
         super().__init__(nodes, prefix, namespace, floor=floor, headroom=headroom)
         js_safe = check_bool("js_safe", js_safe)
-        limit = limit_for(js_safe)
-        self.start = check_int_option("start", start, low=0, high=limit)
+        self.start = check_int_option("start", start, low=0, high=limit_for(js_safe))
+        # One node's counter ``c`` issues ``start + c - 1``, and a Redis counter holds at most
+        # BIGINT_MAX: with start=0 the last value is one below BIGINT_MAX.
+        limit = min(limit_for(js_safe), self.start + BIGINT_MAX - 1)
         self.js_safe = js_safe
         self._limit = limit
         self.counter_key = self.keys.key(self.strategy)
@@ -114,7 +116,12 @@ class SequenceGenerator(BufferedGenerator[int]):
         found = self._per_node.get(node.index)
         if found is None:
             limit = node.counter_through(self.start, self._limit)
-            found = (self.claim_for(node), limit, str(limit), [self.counter_key, self.claim_key])
+            found = (
+                self.claim_for(node),
+                limit,
+                str(limit),
+                [self.counter_key, self.claim_key, self.identity_key],
+            )
             self._per_node[node.index] = found
         return found
 
@@ -135,7 +142,12 @@ class SequenceGenerator(BufferedGenerator[int]):
                     n,
                     claim,
                     limit_text,
-                    *heal_args(guard, self.headroom, limit, ask=ask),
+                    *heal_args(
+                        guard,
+                        self.headroom + high.drift(node.index, self.drift_most),
+                        limit,
+                        ask=ask,
+                    ),
                     high.identities[node.index],
                 ],
             )
@@ -152,6 +164,7 @@ class SequenceGenerator(BufferedGenerator[int]):
             if healed:
                 high.healed(node.name, reply_text(healed), str(after - n))
             high.answered(node.index, identity, after)
+            high.pace(node.index, after)
             return node.values(self.start, after, n)
         raise ScriptError(  # pragma: no cover - the second call carries the floor
             "the sequence script asked for the floor twice",

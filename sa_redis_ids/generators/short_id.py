@@ -252,7 +252,13 @@ class ShortIdGenerator(IdGenerator[int]):
         claim = self.claim_for(node)
         return _NodeCall(
             claim=claim,
-            keys=(self.bitmap_key, self.claim_key, self.total_key, self.generation_key),
+            keys=(
+                self.bitmap_key,
+                self.claim_key,
+                self.total_key,
+                self.generation_key,
+                self.identity_key,
+            ),
             heal_keys=(
                 self.bitmap_key,
                 self.claim_key,

@@ -15,13 +15,14 @@ numbers are doubles.
 * **Clock backwards** means the Redis time is behind the latest time *seen*, not behind the last
   millisecond issued (which may be borrowed). Up to ``tolerance_ms`` behind, the node keeps issuing
   after its last millisecond; further behind it raises [`ClockMovedBackwards`][sa_redis_ids.ClockMovedBackwards].
-* **Lost state.** A node without state for the namespace (a new namespace, or ``FLUSHALL``, a restart
-  without persistence, a failover to a replica that missed the last writes) starts at its clock +
-  ``headroom`` + 1 ms (``headroom`` defaults to ``tolerance_ms``). A process that already received
-  IDs from the node remembers the last (millisecond, slot) and resumes after the later of that and
-  the clock, plus the headroom, so IDs it borrowed ahead of the clock are not repeated either; the
-  same holds for a state rewound below it. ``floor=`` (the highest ID a table holds, see
-  [`floor_from_column`][sa_redis_ids.floor_from_column]) adds the database's view.
+* **Lost state.** A new namespace (no state on the node, no mark in this process, nothing in the
+  floor) starts at the current millisecond. A process that already received IDs from the node
+  remembers the last (millisecond, slot): a state missing (``FLUSHALL``, a restart without
+  persistence), below it, or on a node that moved (a failover to a replica that missed the last
+  writes) resumes after the later of that and the clock, plus ``headroom`` ms (default
+  ``tolerance_ms``), so IDs it borrowed ahead of the clock are not repeated either. ``floor=`` (the
+  highest ID a table holds, see [`floor_from_column`][sa_redis_ids.floor_from_column]) adds the
+  database's view.
 * **N nodes** (a step scheme): node ``k`` of ``N`` only issues sequence values ``≡ k (mod
   N)``, so two nodes can never produce the same (millisecond, shard, sequence).
 """
@@ -286,7 +287,7 @@ class _NodeCall:
         *,
         claim: str,
         slots: int,
-        keys: tuple[str, str],
+        keys: tuple[str, str, str],
         head: tuple[bytes, ...],
         headroom: bytes,
         state: bytes,
@@ -390,7 +391,7 @@ class SnowflakeGenerator(IdGenerator[int]):
         return _NodeCall(
             claim=claim,
             slots=slots,
-            keys=(self.state_key, self.claim_key),
+            keys=(self.state_key, self.claim_key, self.identity_key),
             head=tuple(str(arg).encode() for arg in fixed),
             headroom=str(self.headroom).encode(),
             state=b"none" if self._floor is None else b"ask",

@@ -1,5 +1,6 @@
 -- common.lua: helpers prepended to every script (the library's and a user's own strategies')
--- by sa_redis_ids/redis/scripts.py.
+-- by sa_redis_ids/redis/scripts.py: each top-level definition a script uses, with the comment
+-- lines just above it (a script runs its whole text at every call).
 -- Not a script on its own. Return-code convention of every script: a table whose first element
 -- is 0 (ok, payload follows) or a small error code mapped to an exception in one Python place
 -- (sa_redis_ids/redis/scripts.py, STATUS_*); an issuing script answers its success as one string
@@ -35,14 +36,61 @@ local function redis_now_ms()
 end
 
 -- The replication ID of this server (INFO replication, master_replid): it changes when a replica
--- is promoted to master and when a server restarts without its data, so a process that saw
--- another one knows the state may have been rewound. "" where INFO gives none.
+-- is promoted to master and when a server restarts, so a process that saw another one knows the
+-- state may have been rewound. "" where INFO gives none.
 local function node_identity()
   local info = redis.pcall('INFO', 'replication')
   if type(info) ~= 'string' then
     return ''
   end
   return string.match(info, 'master_replid:(%w+)') or ''
+end
+
+-- How long (ms) a node's identity marker stands in for INFO replication. The marker is written
+-- neither to the replicas nor to the AOF, so a promoted replica has none; only a copy in a full
+-- resynchronisation's snapshot could reach one, and it expires this soon after it was written.
+local IDENTITY_TTL_MS = 1000
+local NO_REPLID = string.rep('0', 40)
+
+-- The node's identity and whether the node *moved* since `seen` (the identity a process saw last,
+-- "" for none): it is another server now, promoted from a replica that may have missed writes.
+-- A server that restarted from its own data (AOF or RDB) has another replication ID too, but
+-- INFO tells it apart: no previous ID (master_replid2 all zeros: it was never a replica since it
+-- started), or `seen` as previous ID with a replication backlog that begins where that history
+-- ended (a restart from RDB restores the old ID as previous one; a promoted replica's backlog
+-- holds what it received before). A restart is trusted to have kept what its persistence kept.
+-- `marker` (a key of the namespace's hash tag) caches the identity, so INFO is read about once a
+-- second per namespace and node, and whenever a process saw another identity than the marker's.
+-- `known`: the marker's value if the caller read it already (false: missing; nil: not read).
+local function node_identity_since(marker, seen, known)
+  if known == nil then
+    known = redis.call('GET', marker)
+  end
+  if known and (known == seen or seen == '') then
+    return known, false
+  end
+  local info = redis.pcall('INFO', 'replication')
+  if type(info) ~= 'string' then
+    return '', false
+  end
+  local id = string.match(info, 'master_replid:(%w+)') or ''
+  if id ~= '' then
+    -- Not replicated, not in the AOF (where a server cannot keep a write to itself, as a Redis
+    -- before 7 replicating scripts verbatim, the marker still expires within the second).
+    local quiet = redis.set_repl and pcall(redis.set_repl, redis.REPL_NONE)
+    redis.call('SET', marker, id, 'PX', IDENTITY_TTL_MS)
+    if quiet then
+      redis.set_repl(redis.REPL_ALL)
+    end
+  end
+  if seen == '' or id == seen then
+    return id, false
+  end
+  local before = string.match(info, 'master_replid2:(%w+)')
+  local restarted = before == NO_REPLID
+    or (before == seen and string.match(info, 'second_repl_offset:(%-?%d+)')
+      == string.match(info, 'repl_backlog_first_byte_offset:(%d+)'))
+  return id, not restarted
 end
 
 -- The reply of an issuing script that took its values: the parts as one space-separated string,

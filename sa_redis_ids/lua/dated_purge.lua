@@ -2,11 +2,11 @@
 -- or before it. Once the marker is raised, no script re-creates those days.
 -- KEYS[1]  purge marker: label of the last purged day
 -- KEYS[2]  storage "hash": the namespace's hash; storage "key": the set of day labels
--- KEYS[3…] storage "key" only: the counter keys of the labels in ARGV[3…]
+-- KEYS[3...] storage "key" only: the counter keys of the labels in ARGV[3...]
 -- ARGV[1]  label of the last day to purge ("YYYYMMDD")
 -- ARGV[2]  storage: "hash" or "key"
--- ARGV[3…] storage "key" only: labels whose keys are KEYS[3…]
--- Returns  {0, marker now, labels of the counters deleted…}
+-- ARGV[3...] storage "key" only: labels whose keys are KEYS[3...]
+-- Returns  {0, marker now, labels of the counters deleted...}
 local marker = redis.call('GET', KEYS[1])
 if not marker or ARGV[1] > marker then
   marker = ARGV[1]

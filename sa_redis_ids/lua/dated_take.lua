@@ -4,9 +4,10 @@
 -- below the guard (what this process already received that day, or the floor) is healed first.
 -- KEYS[1]  purge marker: label of the last purged day (absent: nothing purged)
 -- KEYS[2]  node claim key of the namespace
--- KEYS[3]  storage "hash": the namespace's hash, one field per day label;
+-- KEYS[3]  identity marker of the namespace (see node_identity_since in common.lua)
+-- KEYS[4]  storage "hash": the namespace's hash, one field per day label;
 --          storage "key":  the set of day labels that have a counter key (for purging)
--- KEYS[4…] storage "key" only: one counter key per day of the window, in window order
+-- KEYS[5...] storage "key" only: one counter key per day of the window, in window order
 -- ARGV[1]  n, how many values to take (>= 1)
 -- ARGV[2]  this node's claim, "index/count|config"
 -- ARGV[3]  highest counter value allowed on this node (decimal string)
@@ -19,9 +20,10 @@
 -- ARGV[8]  guard: that day's counter must already be at least this ("0": none)
 -- ARGV[9]  heal: the counter a missing or guarded counter of that day is set to (a day whose key
 --          vanished too; "0": a vanished day is refused with status 7)
--- ARGV[10] the node identity (replication ID) this process saw last ("": none yet); another one
---          means a failover or a restart: the day's counter is raised to at least the heal value
--- ARGV[11…] the day window: m, m+1 boundaries (UTC ms), m labels (see pick_day in day_window.lua)
+-- ARGV[10] the node identity (replication ID) this process saw last ("": none yet); a node that
+--          moved since (a promoted replica, not a restart from its own data) has the day's
+--          counter raised to at least the heal value
+-- ARGV[11...] the day window: m, m+1 boundaries (UTC ms), m labels (see pick_day in day_window.lua)
 -- Returns  ok_reply(label, counter after taking n (decimal string), Redis now ms, day end ms, healed,
 --          identity}: healed is "" when the counter was sound, else the counter it was healed
 --          from ("-": it was missing)
@@ -51,7 +53,7 @@ local day_end = ARGV[13 + d]
 local n = ARGV[1]
 local floor = ARGV[4]
 local hash = ARGV[5] == 'hash'
-local key = KEYS[4 + d]
+local key = KEYS[5 + d]
 local guard, heal = '0', '0'
 if label == ARGV[7] then
   guard, heal = ARGV[8], ARGV[9]
@@ -59,7 +61,7 @@ end
 
 local current
 if hash then
-  current = redis.call('HGET', KEYS[3], label)
+  current = redis.call('HGET', KEYS[4], label)
 else
   current = redis.call('GET', key)
 end
@@ -67,9 +69,8 @@ if floor == 'first' then
   return {6, label, current or ''}
 end
 -- a "key" day that has no key but is in the index had one: it expired or was evicted
-local vanished = not hash and not current and redis.call('SISMEMBER', KEYS[3], label) == 1
-local identity = node_identity()
-local moved = ARGV[10] ~= '' and identity ~= ARGV[10]
+local vanished = not hash and not current and redis.call('SISMEMBER', KEYS[4], label) == 1
+local identity, moved = node_identity_since(KEYS[3], ARGV[10])
 local low = (current and dec_gt(guard, current)) or (not current and guard ~= '0')
 local healed = ''
 if low or moved or (not current and (floor == 'ask' or vanished)) then
@@ -84,27 +85,27 @@ if heal ~= '0' and (low or moved or vanished) and (not current or dec_gt(heal, c
   healed = current or '-'
   current = heal
   if hash then
-    redis.call('HSET', KEYS[3], label, heal)
+    redis.call('HSET', KEYS[4], label, heal)
   elseif healed == '-' then
     redis.call('SET', key, heal)
     redis.call('PEXPIREAT', key, string.format('%.0f', tonumber(day_end) + tonumber(ARGV[6])))
-    redis.call('SADD', KEYS[3], label)
+    redis.call('SADD', KEYS[4], label)
   else
     redis.call('SET', key, heal, 'KEEPTTL')
   end
 elseif not current and not hash then
   redis.call('SET', key, '0')
   redis.call('PEXPIREAT', key, string.format('%.0f', tonumber(day_end) + tonumber(ARGV[6])))
-  redis.call('SADD', KEYS[3], label)
+  redis.call('SADD', KEYS[4], label)
 end
 
 local after
 if hash then
-  redis.call('HINCRBY', KEYS[3], label, n)
-  after = redis.call('HGET', KEYS[3], label)
+  redis.call('HINCRBY', KEYS[4], label, n)
+  after = redis.call('HGET', KEYS[4], label)
   if dec_gt(after, ARGV[3]) then
-    redis.call('HINCRBY', KEYS[3], label, -tonumber(n))
-    return {1, redis.call('HGET', KEYS[3], label)}
+    redis.call('HINCRBY', KEYS[4], label, -tonumber(n))
+    return {1, redis.call('HGET', KEYS[4], label)}
   end
 else
   redis.call('INCRBY', key, n)

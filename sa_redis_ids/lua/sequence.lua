@@ -2,6 +2,7 @@
 -- missing or below what was already issued.
 -- KEYS[1]  counter key (string holding an integer)
 -- KEYS[2]  node claim key of the namespace
+-- KEYS[3]  identity marker of the namespace (see node_identity_since in common.lua)
 -- ARGV[1]  n, how many values to take (>= 1)
 -- ARGV[2]  this node's claim, "index/count|config"
 -- ARGV[3]  highest counter value allowed (decimal string)
@@ -10,22 +11,25 @@
 -- ARGV[5]  heal: the counter a missing or guarded counter is set to (guard + headroom)
 -- ARGV[6]  "1": the generator has a floor not included in this call: a missing counter, or one
 --          below the guard, is reported (status 6) instead of healed
--- ARGV[7]  the node identity (replication ID) this process saw last ("": none yet); another one
---          means a failover or a restart: the counter is raised to at least the heal value
+-- ARGV[7]  the node identity (replication ID) this process saw last ("": none yet); a node that
+--          moved since (a promoted replica, not a restart from its own data) has its counter
+--          raised to at least the heal value
 -- Returns  "after healed identity" when values were taken: one string of three space-separated
 --          parts, the counter after taking n, healed ("" when the counter was sound, else the
 --          counter it was healed from, "-" when it was missing) and the node identity; else
 --          {1, counter now (string)}  exhausted: nothing taken
 --          {2, recorded claim}        node claim mismatch: nothing taken
 --          {6, counter or ""}         the floor must be read first: nothing taken
-local recorded = claim_node(KEYS[2], ARGV[2])
-if recorded then
+-- The claim, the identity marker and the counter in one read (the claim is checked here).
+local read = redis.call('MGET', KEYS[2], KEYS[3], KEYS[1])
+local recorded, current = read[1], read[3]
+if not recorded then
+  redis.call('SET', KEYS[2], ARGV[2])
+elseif recorded ~= ARGV[2] then
   return {2, recorded}
 end
 local guard, heal, ask = ARGV[4], ARGV[5], ARGV[6] == '1'
-local identity = node_identity()
-local moved = ARGV[7] ~= '' and identity ~= ARGV[7]
-local current = redis.call('GET', KEYS[1])
+local identity, moved = node_identity_since(KEYS[3], ARGV[7], read[2])
 local healed = ''
 if (not current and (ask or guard ~= '0')) or (current and dec_gt(guard, current)) or moved then
   if ask then
@@ -36,8 +40,12 @@ if (not current and (ask or guard ~= '0')) or (current and dec_gt(guard, current
     healed = current or '-'
   end
 end
-redis.call('INCRBY', KEYS[1], ARGV[1])
-local after = redis.call('GET', KEYS[1])
+local after = redis.call('INCRBY', KEYS[1], ARGV[1])
+if after < 9007199254740992 then
+  after = string.format('%.0f', after)
+else  -- past 2^53 a Lua number is not exact: read the counter as text
+  after = redis.call('GET', KEYS[1])
+end
 if dec_gt(after, ARGV[3]) then
   redis.call('DECRBY', KEYS[1], ARGV[1])
   return {1, redis.call('GET', KEYS[1])}

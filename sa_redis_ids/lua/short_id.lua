@@ -5,10 +5,11 @@
 --          a total below what a process received means the node lost or rewound its state)
 -- KEYS[4]  generation: a token that changes whenever a process heals the bitmap, so that every
 --          other process re-marks its own positions too
+-- KEYS[5]  identity marker of the namespace (see node_identity_since in common.lua)
 -- ARGV[1]  this node's claim, "index/count|config"
 -- ARGV[2]  bits, the size of this node's share (bits at or past it are never used)
 -- ARGV[3]  n, how many positions to take
--- ARGV[4]  6·n random bytes: each 6 bytes, read as a big-endian number modulo bits, are the
+-- ARGV[4]  6*n random bytes: each 6 bytes, read as a big-endian number modulo bits, are the
 --          position tried first; if it is taken, the search starts at its byte
 -- ARGV[5]  guard: the total must already be at least this ("0": none); the highest total this
 --          process received from the node
@@ -17,14 +18,14 @@
 -- ARGV[7]  the generation this process last saw ("": none yet)
 -- ARGV[8]  a new generation token, set when the node has none and this process saw none (only
 --          read when ARGV[7] is "", so a process that saw one may send "")
--- ARGV[9]  the node identity (replication ID) this process saw last ("": none yet); another one
---          means a failover or a restart: the bitmap must be healed
+-- ARGV[9]  the node identity (replication ID) this process saw last ("": none yet); a node that
+--          moved since (a promoted replica, not a restart from its own data) must be healed
 -- ARGV[10] span: "0" takes each value at its own random position (the positions of ARGV[4]);
 --          S > 0 takes runs: each 6 random bytes of ARGV[4] name a byte where a window of S bytes
 --          starts, whose free positions are all taken (one GETRANGE and one SETRANGE per window),
 --          until n are taken; what the windows did not give is then searched value by value
--- Returns  ok_reply("p1,p2,…", total, generation, identity): the positions taken, in order, as one
---                                   comma-separated string (with a span: "first:count,…", runs of
+-- Returns  ok_reply("p1,p2,...", total, generation, identity): the positions taken, in order, as one
+--                                   comma-separated string (with a span: "first:count,...", runs of
 --                                   consecutive positions), the running total after them, the
 --                                   generation and the node identity
 --          {1, positions taken}     the share has fewer free positions than asked: nothing taken
@@ -32,7 +33,7 @@
 --          {6, total or "", generation or "", identity, lost}  the bitmap must be healed
 --                                   first (short_id_heal.lua): lost is "1" when the total or
 --                                   the bitmap is missing, the total is below the guard, or the
---                                   identity changed; "0" when only the generation is not the
+--                                   node moved; "0" when only the generation is not the
 --                                   one this process saw (another process healed); nothing taken
 local recorded = claim_node(KEYS[2], ARGV[1])
 if recorded then
@@ -40,11 +41,11 @@ if recorded then
 end
 local total = redis.call('GET', KEYS[3])
 local generation = redis.call('GET', KEYS[4])
-local identity = node_identity()
+local identity, moved = node_identity_since(KEYS[5], ARGV[9])
 local lost = (not total and (ARGV[5] ~= '0' or ARGV[6] == '1'))
   or (total and dec_gt(ARGV[5], total))
   or (total and total ~= '0' and redis.call('EXISTS', KEYS[1]) == 0)
-  or (ARGV[9] ~= '' and identity ~= ARGV[9])
+  or moved
 if lost or (ARGV[7] ~= '' and generation ~= ARGV[7]) then
   return {6, total or '', generation or '', identity, lost and '1' or '0'}
 end

@@ -10,7 +10,7 @@
 -- ARGV[3]  a new generation token to set ("": keep the current one, or set the next argument
 --          when there is none)
 -- ARGV[4]  the generation to set when the node has none and ARGV[3] is ""
--- ARGV[5…] pairs: a byte offset into the bitmap, and the bytes of known positions from there
+-- ARGV[5...] pairs: a byte offset into the bitmap, and the bytes of known positions from there
 -- Returns  {0, positions newly marked taken, generation now}
 --          {2, recorded claim}      node claim mismatch: nothing changed
 local recorded = claim_node(KEYS[2], ARGV[1])

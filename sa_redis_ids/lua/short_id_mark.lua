@@ -3,7 +3,7 @@
 -- KEYS[2]  node claim key of the namespace
 -- ARGV[1]  this node's claim, "index/count|config"
 -- ARGV[2]  "1" to mark taken, "0" to mark free
--- ARGV[3…] positions within the share (validated by the caller: 0 <= position < share size)
+-- ARGV[3...] positions within the share (validated by the caller: 0 <= position < share size)
 -- Returns  {0, changed}          how many positions changed state
 --          {2, recorded claim}   node claim mismatch: nothing changed
 local recorded = claim_node(KEYS[2], ARGV[1])

@@ -5,21 +5,24 @@
 --            c     last slot issued in that millisecond (this node's slot index, 0-based)
 --            seen  latest Redis time observed; a clock behind it went backwards
 -- KEYS[2]  node claim key of the namespace
+-- KEYS[3]  identity marker of the namespace (see node_identity_since in common.lua)
 -- ARGV[1]  n, how many slots to take (>= 1)
 -- ARGV[2]  this node's claim, "index/count|config"
 -- ARGV[3]  epoch of the layout (ms since 1970)
 -- ARGV[4]  last millisecond the layout can hold (2^time_bits - 1)
 -- ARGV[5]  slots per millisecond on this node (its share of the sequence values)
--- ARGV[6]  tolerance: how far (ms) the clock may be behind `seen` and still be served; without
---          state (new namespace, or state lost) the first millisecond is clock + tolerance + 1
+-- ARGV[6]  tolerance: how far (ms) the clock may be behind `seen` and still be served
 -- ARGV[7]  guard ms, ARGV[8] guard slot: the state must already be at or past this slot ("-1":
 --          no guard); the last slot this process received from the node, or the database's floor
 -- ARGV[9]  the floor: "none" (no floor), "ask" (a missing state, or one below the guard, is
 --          reported, not healed) or "given" (the guard includes the floor)
--- ARGV[10] headroom: a missing or guarded state resumes this many ms after the later of the
---          guard and the clock
--- ARGV[11] the node identity (replication ID) this process saw last ("": none yet); another one
---          means a failover or a restart: the state is raised as if it were below the guard
+-- ARGV[10] headroom: a guarded state (missing although a guard or the floor knows of IDs, below
+--          the guard, or on a node that moved) resumes this many ms after the later of the guard
+--          and the clock; a missing state with neither guard nor floor (a new namespace) starts at
+--          the clock
+-- ARGV[11] the node identity (replication ID) this process saw last ("": none yet); a node that
+--          moved since (a promoted replica, not a restart from its own data) has its state
+--          raised as if it were below the guard
 -- Returns  ok_reply(first ms, first slot, last ms, last slot, healed, identity): the slots run on from
 --          the first to the last, a full millisecond at a time (slot counts restart at 0 each
 --          millisecond); healed is "" when the state was sound, else the millisecond it was
@@ -48,27 +51,29 @@ local state = redis.call('HMGET', KEYS[1], 'ms', 'c', 'seen')
 local last_ms, last_c, seen = tonumber(state[1]), tonumber(state[2]), tonumber(state[3])
 local guard_ms, guard_c = tonumber(ARGV[7]), tonumber(ARGV[8])
 local healed = ''
-local identity = node_identity()
-local moved = ARGV[11] ~= '' and identity ~= ARGV[11]
+local identity, moved = node_identity_since(KEYS[3], ARGV[11])
 local low = last_ms and guard_ms >= 0
   and (last_ms < guard_ms or (last_ms == guard_ms and last_c < guard_c))
-if not last_ms or low or moved then
+if not last_ms and guard_ms < 0 and not moved and ARGV[9] ~= 'ask' then
+  -- A namespace nobody is known to have drawn from (no state, no mark, no floor): it starts at
+  -- the clock.
+  last_ms, last_c = -1, 0
+elseif not last_ms or low or moved then
   if ARGV[9] == 'ask' then
     return {6, last_ms and whole(last_ms) or ''}
   end
-  -- No state: a new namespace, or this node lost it (FLUSHALL, failover to a lagging replica).
-  -- Below the guard, or another identity: the node may have been rewound. IDs issued before may
-  -- lie ahead of both the clock and the guard (borrowed milliseconds): resume after the later
-  -- of the two, plus the headroom; never move the state back.
+  -- No state although this process or the floor knows of IDs: this node lost it (FLUSHALL, a
+  -- failover to a lagging replica). Below the guard, or the node moved: it may have been
+  -- rewound. IDs issued before may lie ahead of both the clock and the guard (borrowed
+  -- milliseconds): resume after the later of the two, plus the headroom; never move the state
+  -- back.
   local base = now
   if guard_ms > base then
     base = guard_ms
   end
   local target = base + tonumber(ARGV[10])
   if not last_ms or last_ms < target then
-    if last_ms or guard_ms >= 0 then
-      healed = last_ms and whole(last_ms) or '-'
-    end
+    healed = last_ms and whole(last_ms) or '-'
     last_ms, last_c, seen = target, slots, nil
   end
 end

@@ -20,7 +20,8 @@ Several app instances may run the job. A Redlock named ``maintenance`` decides w
 work; the winner keeps it for ``lock_ttl`` seconds (a lease, not released after a clean run, and
 extended by the holder's next run), so instances whose schedulers fire a little apart still count as
 one run, and the others return a summary that says they skipped. A run with errors releases the
-lease so another instance may try. Every step is idempotent: a lapsed lease costs only repeated
+lease so another instance may try; so does ``Maintenance.release_lease()``, which a one-off run
+calls when it is done. Every step is idempotent: a lapsed lease costs only repeated
 work.
 """
 
@@ -425,6 +426,15 @@ class Maintenance:
         lock.acquire()
         self._lease = lock
         return lock
+
+    def release_lease(self) -> None:
+        """Give up the maintenance lock this object holds, if any, so that the next run of any
+        instance does the work at once instead of skipping until the lease lapses. A one-off run
+        (``sa-redis-ids maintain --once``) calls it when done; a scheduled job keeps its lease."""
+        with self._run_lock:
+            lease, self._lease = self._lease, None
+        if lease is not None:
+            self._release(lease)
 
     @staticmethod
     def _release(lock: Any) -> None:

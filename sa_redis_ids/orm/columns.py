@@ -27,9 +27,14 @@ def redis_id_column(
     primary_key: bool = True,
     **kwargs: Any,
 ) -> MappedColumn[Any]:
-    """A ``mapped_column`` filled from ``generator``: the right type, ``default=redis_id(...)``,
+    """A ``mapped_column`` filled from ``generator``: the right type, ``insert_default=redis_id(...)``,
     ``autoincrement=False``; a primary key unless ``primary_key=False`` (then ``unique=True``
     unless given). Other keyword arguments go to ``mapped_column``.
+
+    The generator is given as ``insert_default`` (the column default of an INSERT, nothing else),
+    so the column reads the same in a ``MappedAsDataclass`` model, where ``default=`` would also be
+    the dataclass field's default and SQLAlchemy deprecates a callable there. In such a model pass
+    ``init=False`` too: the ID is assigned at the flush, not by the constructor.
 
     ```python
     class Order(Base):
@@ -45,6 +50,6 @@ def redis_id_column(
         type_ if type_ is not None else column_type_for(generator),
         primary_key=primary_key,
         autoincrement=False,
-        default=redis_id(generator),
+        insert_default=redis_id(generator),
         **kwargs,
     )

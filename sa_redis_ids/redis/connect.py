@@ -39,6 +39,11 @@ def client_from_url(
     ``redis.asyncio`` counterparts with ``asynchronous=True``.
 
     Accepts ``redis://``, ``rediss://`` and ``unix://`` URLs with user and password, as redis-py does.
+
+    Without ``max_connections`` the pool has no limit (an asyncio client's too, whatever the
+    redis-py version's default). With it the pool is a ``BlockingConnectionPool``: a caller that
+    finds every connection in use waits for one, up to ``socket_timeout``, instead of failing (a
+    local limit is not a node failure). A ``Redis Cluster`` client keeps redis-py's pools.
     """
     check_redis_url(url)
     cluster = check_bool("cluster", cluster)
@@ -55,11 +60,27 @@ def client_from_url(
             return AsyncRedisCluster.from_url(url, **options)
         return _cluster_from_url(url, options)
     options.setdefault("retry", no_retries(asynchronous))
+    if options.get("max_connections") is None:
+        options.pop("max_connections", None)
     if asynchronous:
+        from redis.asyncio import BlockingConnectionPool as AsyncBlockingPool
         from redis.asyncio import Redis as AsyncRedis
 
-        return AsyncRedis.from_url(url, **options)
-    return redis.Redis.from_url(url, **options)
+        if "max_connections" not in options:  # no limit unless one is set, as a sync client's
+            return AsyncRedis.from_url(url, max_connections=UNLIMITED_CONNECTIONS, **options)
+        pool: Any = AsyncBlockingPool.from_url(url, timeout=socket_timeout, **options)
+        client: Any = AsyncRedis(connection_pool=pool)
+    elif "max_connections" in options:
+        pool = redis.BlockingConnectionPool.from_url(url, timeout=socket_timeout, **options)
+        client = redis.Redis(connection_pool=pool)
+    else:
+        return redis.Redis.from_url(url, **options)
+    client.auto_close_connection_pool = True  # closed with the client, as from_url's own pool
+    return client
+
+
+UNLIMITED_CONNECTIONS = 2**31
+"""The connection limit of a pool without one (redis-py's own default for a sync pool)."""
 
 
 def no_retries(asynchronous: bool = False) -> Any:
@@ -202,6 +223,26 @@ def sentinel_addresses(sentinels: object) -> list[tuple[str, int]]:
 def is_embedded(client: Any) -> bool:
     """Whether ``client`` is the in-process fakeredis (no replicas, no eviction, no CONFIG)."""
     return bool(client.__class__.__module__.startswith("fakeredis"))
+
+
+def refuse_foreign_client(client: Any) -> None:
+    """Refuse a client of the ``valkey`` package (valkey-py, redis-py's fork) with what to use.
+
+    It answers like redis-py but raises its own exception classes (``valkey.ConnectionError`` is
+    not ``redis.ConnectionError``): a server that is down would not be marked down and skipped,
+    and callers would get valkey-py's errors instead of
+    [`RedisUnavailable`][sa_redis_ids.RedisUnavailable].
+    redis-py itself speaks to Valkey servers, so that is the client to give.
+    """
+    module = type(client).__module__
+    if module == "valkey" or module.startswith("valkey."):
+        kind = f"{module}.{type(client).__name__}"
+        raise ConfigError(
+            f"client must be a redis-py client, not {kind}: valkey-py raises its own error "
+            "classes, which the failover does not recognise. redis-py works with Valkey "
+            "servers: RedisIds.from_url('redis://valkey-host:6379/0'), or redis.Redis(...), "
+            "redis.asyncio.Redis(...), RedisCluster(...) for the same server"
+        )
 
 
 def is_async_client(client: Any) -> bool:

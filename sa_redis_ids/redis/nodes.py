@@ -31,11 +31,13 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 import redis
+from redis.asyncio.sentinel import SentinelConnectionPool as AsyncSentinelConnectionPool
 from redis.commands.core import Script
 from redis.exceptions import (
     AskError,
     ClusterDownError,
     ClusterError,
+    MaxConnectionsError,
     OutOfMemoryError,
     ReadOnlyError,
     SlotNotCoveredError,
@@ -45,6 +47,7 @@ from redis.sentinel import SentinelConnectionPool
 
 from sa_redis_ids.errors import (
     ConfigError,
+    ConnectionPoolFull,
     RedisUnavailable,
     ReplicasNotAcknowledged,
     SaRedisIdsError,
@@ -52,7 +55,12 @@ from sa_redis_ids.errors import (
     SequenceExhausted,
 )
 from sa_redis_ids.observe import Observer
-from sa_redis_ids.redis.connect import is_async_client, is_embedded, socket_timeout_of
+from sa_redis_ids.redis.connect import (
+    is_async_client,
+    is_embedded,
+    refuse_foreign_client,
+    socket_timeout_of,
+)
 from sa_redis_ids.redis.eviction import eviction_risk, eviction_risk_async, logger
 from sa_redis_ids.redis.fastlane import AsyncLane, FastLane
 from sa_redis_ids.redis.plans import Plan, now, run_plan
@@ -62,9 +70,12 @@ from sa_redis_ids.redis.replication import (
     check_wait_fits,
     run_acknowledged,
     run_acknowledged_async,
+    run_with_role,
+    run_with_role_async,
     wait_milliseconds,
 )
 from sa_redis_ids.redis.scripts import script_source
+from sa_redis_ids.redis.switchover import MasterWatch
 
 T = TypeVar("T")
 
@@ -109,6 +120,43 @@ def is_failover_reply(error: redis.ResponseError) -> bool:
     )
 
 
+def master_may_have_moved(error: BaseException) -> bool:
+    """Whether a failed call may mean the master was replaced: no acknowledgement from its
+    replicas, a lost connection, or a reply of a node that is not (or not yet) a master."""
+    if isinstance(error, (ReplicasNotAcknowledged, *NODE_DOWN_ERRORS)):
+        return True
+    return isinstance(error, redis.ResponseError) and is_failover_reply(error)
+
+
+#: Error replies of a node that is up but cannot serve a script now, before running any of it:
+#: ``BUSY`` (another client's script runs past ``busy-reply-threshold``), ``MISCONF`` (writes
+#: stopped after a failed RDB save: a script fails at its first write, so nothing was written),
+#: ``LOADING`` (still loading its data set). Another node can answer the call.
+BUSY_REPLIES = ("BUSY", "MISCONF", "LOADING")
+
+
+def is_unavailable_reply(error: redis.ResponseError) -> bool:
+    """Whether an error reply means the node cannot answer now (a failover, or one of
+    ``BUSY_REPLIES``), so the call goes to another node and this one is marked down."""
+    if is_failover_reply(error):
+        return True
+    text = str(error)
+    return any(text.startswith(f"{code} ") or f"-{code} " in text for code in BUSY_REPLIES)
+
+
+POOL_WAIT_TIMED_OUT = "No connection available."
+"""What redis-py's ``BlockingConnectionPool`` raises (a plain ``ConnectionError``) when no
+connection came free within its timeout."""
+
+
+def is_pool_limit(error: BaseException) -> bool:
+    """Whether ``error`` is the client's own pool refusing a connection (every one in use), which
+    says nothing about the node: ``MaxConnectionsError``, or a blocking pool's wait that ran out."""
+    return isinstance(error, MaxConnectionsError) or (
+        type(error) is redis.ConnectionError and str(error) == POOL_WAIT_TIMED_OUT
+    )
+
+
 def describe_client(client: Any) -> str:
     """A short human name for a client: ``host:port/db``, a socket path, ``cluster@host:port`` or
     ``sentinel:service@host:port,…`` (the sentinels asked for the master of ``service``)."""
@@ -119,7 +167,7 @@ def describe_client(client: Any) -> str:
         first = nodes[0] if nodes else None
         return f"cluster@{first.host}:{first.port}" if first else "cluster"
     pool = client.connection_pool
-    if isinstance(pool, SentinelConnectionPool):
+    if isinstance(pool, (SentinelConnectionPool, AsyncSentinelConnectionPool)):
         sentinels = ",".join(
             "{host}:{port}".format_map(sentinel.connection_pool.connection_kwargs)
             for sentinel in pool.sentinel_manager.sentinels
@@ -188,6 +236,7 @@ class Node:
         strict: bool = False,
         clock: RedisClock | None = None,
     ):
+        refuse_foreign_client(client)
         self.client = client
         self.clock = RedisClock() if clock is None else clock
         """The (test-movable) Redis clock the node's scripts see, shared by a node set."""
@@ -228,6 +277,9 @@ class Node:
         self._async_lane = (
             AsyncLane(client) if not self.replicas and AsyncLane.supports(client) else None
         )
+        self._watch = MasterWatch.of(client)
+        """For a Sentinel client: after a failed call, ask the Sentinels whether the master moved
+        and close the connections to the old one ([`sa_redis_ids.redis.switchover`][sa_redis_ids.redis.switchover])."""
 
     @property
     def name(self) -> str:
@@ -258,8 +310,21 @@ class Node:
         what it waits for after the write) is decided in one place. With ``replicas=0`` it is
         redis-py's ``Script`` call; otherwise the script and ``WAIT`` share one round trip, and an ok
         reply that fewer than ``replicas`` replicas acknowledged raises
-        [`ReplicasNotAcknowledged`][sa_redis_ids.ReplicasNotAcknowledged] (its values are never handed out).
+        [`ReplicasNotAcknowledged`][sa_redis_ids.ReplicasNotAcknowledged] (its values are never
+        handed out). On a Sentinel client a failure that may mean a switch-over asks the Sentinels
+        where the master is now.
         """
+        watch = self._watch
+        if watch is None:
+            return self._run(name, keys, args)
+        try:
+            return self._run(name, keys, args)
+        except BaseException as exc:
+            if master_may_have_moved(exc):
+                watch.recheck()
+            raise
+
+    def _run(self, name: str, keys: Sequence[Any], args: Sequence[Any]) -> Any:
         if not self._checked:
             self.first_use(_hash_tag(keys[0]) if keys else None)
         script = self.script(name)
@@ -268,6 +333,18 @@ class Node:
             return lane.call(script, keys, args)
         if not self.replicas:
             return script(keys=keys, args=args)
+        watch = self._watch
+        if watch is not None:
+            if (
+                watch.successor is not None
+                and watch.without_wait() is None
+                and watch.successor_due()
+            ):
+                watch.judge()  # its time ran out: still a master without a replica?
+            identity = watch.without_wait()
+            if identity is not None:
+                reply, info = run_with_role(self.client, script, keys, args)
+                return self._as_successor(watch, identity, reply, info, keys)
         reply, acknowledged = run_acknowledged(
             self.client,
             script,
@@ -276,10 +353,23 @@ class Node:
             replicas=self.replicas,
             timeout_ms=self._wait_ms,
         )
+        if watch is not None and acknowledged < self.replicas and watch.successor_due():
+            watch.judge()  # a master without a replica to wait for? (this reply is dropped)
         return self._acknowledged(reply, acknowledged, keys)
 
     async def run_async(self, name: str, keys: Sequence[Any], args: Sequence[Any]) -> Any:
         """`run` on a ``redis.asyncio`` client."""
+        watch = self._watch
+        if watch is None:
+            return await self._run_async(name, keys, args)
+        try:
+            return await self._run_async(name, keys, args)
+        except BaseException as exc:
+            if master_may_have_moved(exc):
+                await watch.recheck_async()
+            raise
+
+    async def _run_async(self, name: str, keys: Sequence[Any], args: Sequence[Any]) -> Any:
         if not self._checked:
             await self.first_use_async(_hash_tag(keys[0]) if keys else None)
         script = self.script(name)
@@ -290,6 +380,18 @@ class Node:
             await self._load_async(script)
         if not self.replicas:
             return await script(keys=keys, args=args)
+        watch = self._watch
+        if watch is not None:
+            if (
+                watch.successor is not None
+                and watch.without_wait() is None
+                and watch.successor_due()
+            ):
+                await watch.judge_async()
+            identity = watch.without_wait()
+            if identity is not None:
+                reply, info = await run_with_role_async(self.client, script, keys, args)
+                return self._as_successor(watch, identity, reply, info, keys)
         reply, acknowledged = await run_acknowledged_async(
             self.client,
             script,
@@ -298,7 +400,29 @@ class Node:
             replicas=self.replicas,
             timeout_ms=self._wait_ms,
         )
+        if watch is not None and acknowledged < self.replicas and watch.successor_due():
+            await watch.judge_async()
         return self._acknowledged(reply, acknowledged, keys)
+
+    def _as_successor(
+        self, watch: MasterWatch, identity: str, reply: Any, info: dict[str, Any], keys: Any
+    ) -> Any:
+        """``reply`` of a call without ``WAIT``, if the server that ran it is the master found
+        without a replica (``identity``, its replication ID); a server that has a replica now
+        sends the next calls back to ``WAIT``. From another server (a connection still open to
+        the old master) the values are dropped."""
+        if info.get("role") != "master" or info.get("master_replid") != identity:
+            raise ReplicasNotAcknowledged(
+                "the write ran on a server other than the master the Sentinels name; its values "
+                "are dropped",
+                namespace=_hash_tag(keys[0]) if keys else None,
+                node=self.name,
+                required=self.replicas,
+                acknowledged=0,
+            )
+        if int(info.get("connected_slaves", 0)):
+            watch.stop_without_wait()  # a replica connected: WAIT for it again
+        return reply
 
     def _first_use_lock(self) -> asyncio.Lock:
         """The lock of the running event loop that first calls and script loads wait on."""
@@ -518,6 +642,12 @@ class NodeSet:
                 f"{down} node(s) could not answer",
                 namespace=namespace,
             ) from exhausted[-1]
+        if all(is_pool_limit(e) for e in failed):
+            raise ConnectionPoolFull(
+                "every connection of the clients' pools was in use (their max_connections)",
+                namespace=namespace,
+                errors=errors,
+            ) from last
         unacknowledged = [e for e in failed if isinstance(e, ReplicasNotAcknowledged)]
         if len(unacknowledged) == len(failed):
             raise ReplicasNotAcknowledged(
@@ -550,9 +680,15 @@ class NodeSet:
         except SaRedisIdsError:
             raise
         except NODE_DOWN_ERRORS as exc:
+            if is_pool_limit(exc):  # a local limit: the node is fine
+                raise ConnectionPoolFull(
+                    f"every connection of the client's pool is in use: {exc}",
+                    namespace=namespace,
+                    node=node.name,
+                ) from exc
             raise self._unavailable(node, namespace, exc) from exc
         except redis.ResponseError as exc:
-            if is_failover_reply(exc):
+            if is_unavailable_reply(exc):
                 raise self._unavailable(node, namespace, exc) from exc
             if DB_OUT_OF_RANGE in str(exc):
                 raise ConfigError(

@@ -111,15 +111,49 @@ def _pipelined(
     replicas: int,
     timeout_ms: int,
 ) -> tuple[Any, int]:
+    reply, acknowledged = _with(client, script, keys, args, ("WAIT", replicas, timeout_ms))
+    return reply, int(acknowledged)
+
+
+def run_with_role(
+    client: Any, script: Script, keys: Sequence[Any], args: Sequence[Any]
+) -> tuple[Any, dict[str, Any]]:
+    """Run ``script`` and ``INFO replication`` in one round trip, on one connection: the reply
+    and what the server that ran it says of itself (its replication ID, its replicas)."""
+    reply, info = _with(client, script, keys, args, ("INFO", "replication"))
+    return reply, dict(info)
+
+
+async def run_with_role_async(
+    client: Any, script: Any, keys: Sequence[Any], args: Sequence[Any]
+) -> tuple[Any, dict[str, Any]]:
+    """`run_with_role` on a ``redis.asyncio.Redis``."""
+    for attempt in (1, 2):
+        async with client.pipeline(transaction=False) as pipe:
+            pipe.evalsha(script.sha, len(keys), *keys, *args)
+            pipe.execute_command("INFO", "replication")
+            reply, info = await pipe.execute(raise_on_error=False)
+        if isinstance(reply, NoScriptError) and attempt == 1:
+            await client.script_load(script.script)
+            continue
+        reply, info = _results(reply, info)
+        return reply, dict(info)
+    raise AssertionError("unreachable: the second attempt returns or raises")
+
+
+def _with(
+    client: Any, script: Script, keys: Sequence[Any], args: Sequence[Any], then: tuple[Any, ...]
+) -> tuple[Any, Any]:
+    """The script's reply and that of the command ``then`` sent after it on the same connection."""
     for attempt in (1, 2):
         with client.pipeline(transaction=False) as pipe:
             pipe.evalsha(script.sha, len(keys), *keys, *args)
-            pipe.execute_command("WAIT", replicas, timeout_ms)
-            reply, acknowledged = pipe.execute(raise_on_error=False)
+            pipe.execute_command(*then)
+            reply, after = pipe.execute(raise_on_error=False)
         if isinstance(reply, NoScriptError) and attempt == 1:
             client.script_load(script.script)
             continue
-        return _results(reply, acknowledged)
+        return _results(reply, after)
     raise AssertionError("unreachable: the second attempt returns or raises")
 
 
@@ -142,16 +176,17 @@ async def run_acknowledged_async(
         if isinstance(reply, NoScriptError) and attempt == 1:
             await client.script_load(script.script)
             continue
-        return _results(reply, acknowledged)
+        reply, acknowledged = _results(reply, acknowledged)
+        return reply, int(acknowledged)
     raise AssertionError("unreachable: the second attempt returns or raises")
 
 
-def _results(reply: Any, acknowledged: Any) -> tuple[Any, int]:
-    """The script's reply and the replica count of a pipeline, raising an error either holds."""
-    for result in (reply, acknowledged):
+def _results(reply: Any, after: Any) -> tuple[Any, Any]:
+    """The script's reply and the next command's of a pipeline, raising an error either holds."""
+    for result in (reply, after):
         if isinstance(result, BaseException):
             raise result
-    return reply, int(acknowledged)
+    return reply, after
 
 
 def _refresh_slots(client: RedisCluster) -> None:

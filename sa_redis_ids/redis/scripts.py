@@ -1,6 +1,7 @@
 """Lua scripts: loading, registration, and the one place where script codes become exceptions.
 
-Scripts are ``.lua`` files shipped in ``sa_redis_ids/lua``; ``common.lua`` is prepended to each. They
+Scripts are ``.lua`` files shipped in ``sa_redis_ids/lua``; the helpers of ``common.lua`` each one
+calls are prepended to it (a script runs its whole text at every call). They
 are registered with redis-py's ``register_script`` once per client (``Script`` does EVALSHA and
 reloads on NOSCRIPT). A script answers a table ``{status, payload...}``; an issuing script answers
 its success as one space-separated string of the payload instead (``ok_reply`` in ``common.lua``),
@@ -14,6 +15,7 @@ WARNING on the ``sa_redis_ids.clock`` logger (namespace, node and how many ms) a
 from __future__ import annotations
 
 import logging
+import re
 from functools import cache
 from importlib import resources
 from typing import Any, NoReturn, Protocol
@@ -83,39 +85,102 @@ def _script_file(name: str) -> str:
             resource = resources.files(package).joinpath(f"{path}.lua")
         else:
             resource = resources.files("sa_redis_ids").joinpath(f"lua/{path}.lua")
-        return resource.read_text(encoding="utf-8")
+        text = resource.read_text(encoding="utf-8")
     except (ModuleNotFoundError, FileNotFoundError, NotADirectoryError, TypeError) as exc:
         raise ConfigError(
             f"no Lua script {name!r}: expected a library script name or 'package:path' naming "
             "path.lua inside an importable package"
         ) from exc
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"Lua script {name!r} is not ASCII text: {exc}") from exc
+    _require_ascii(name, text)
+    return text
+
+
+def _require_ascii(name: str, text: str) -> None:
+    """Refuse a script with a non-ASCII character, comments included: redis-py encodes the script
+    with the client's ``encoding``, so a ``latin-1`` or ``ascii`` client could not send it."""
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.isascii():
+            bad = next(char for char in line if not char.isascii())
+            raise ConfigError(
+                f"Lua script {name!r} line {number} holds the non-ASCII character {bad!r}: "
+                "scripts must be ASCII so that clients with any encoding can send them"
+            )
+
+
+_DEFINITION = re.compile(r"local (?:function )?([A-Za-z_]\w*)")
+"""A top-level definition of ``common.lua``: ``local function name(...)`` or ``local NAME = ...``."""
+
+
+@cache
+def _common_definitions() -> tuple[tuple[str, str], ...]:
+    """``common.lua`` as ``(name, text)``: each top-level definition with the comment lines just
+    above it; the file's header comment comes first, named ``""``."""
+    chunks: list[tuple[str, list[str]]] = [("", [])]
+    comments: list[str] = []
+    for line in _script_file("common").splitlines():
+        found = _DEFINITION.match(line)
+        if found:
+            chunks.append((found.group(1), [*comments, line]))
+            comments = []
+        elif line.startswith("--") or not line:
+            comments.append(line)
+        else:
+            chunks[-1][1].extend([*comments, line])
+            comments = []
+    return tuple((name, "\n".join(lines)) for name, lines in chunks)
+
+
+def _used(text: str, name: str) -> bool:
+    return re.search(rf"\b{re.escape(name)}\b", text) is not None
+
+
+def _common_for(body: str) -> list[str]:
+    """The definitions of ``common.lua`` that ``body`` uses, directly or through another one, in
+    file order: a script runs its whole text at every call, so one that defines helpers it never
+    calls pays for them on every call."""
+    definitions = _common_definitions()
+    needed = {""}
+    text = body
+    grew = True
+    while grew:
+        grew = False
+        for name, chunk in definitions:
+            if name not in needed and _used(text, name):
+                needed.add(name)
+                text += "\n" + chunk
+                grew = True
+    return [chunk for name, chunk in definitions if name in needed]
 
 
 @cache
 def script_source(name: str, shift_ms: int = 0) -> str:
-    """The text of script ``name`` (see `_script_file`) with ``common.lua`` prepended and
-    its ``--! include`` lines resolved.
+    """The text of script ``name`` (see `_script_file`) with its ``--! include`` lines
+    resolved and the definitions of ``common.lua`` it uses prepended.
 
     ``shift_ms`` (tests only, see [`sa_redis_ids.testing.shift_time`][sa_redis_ids.testing.shift_time]) builds a variant whose
     ``redis_now_ms()`` runs that many milliseconds ahead of Redis ``TIME``; the library's own
     calls always use the unshifted text, and no script takes a time argument.
     """
-    parts = [_script_file("common")]
-    if shift_ms:
-        parts.append(
-            "local unshifted_now_ms = redis_now_ms\n"
-            f"redis_now_ms = function() return unshifted_now_ms() + ({int(shift_ms)}) end"
-        )
+    lines: list[str] = []
     included: set[str] = set()
     for line in _script_file(name).splitlines():
         if line.startswith(INCLUDE):
             include = line[len(INCLUDE) :].strip()
             if include not in included:
                 included.add(include)
-                parts.append(_script_file(include))
+                lines.append(_script_file(include))
         else:
-            parts.append(line)
-    return "\n".join(parts) + "\n"
+            lines.append(line)
+    body = "\n".join(lines)
+    parts = _common_for(body)
+    if shift_ms and _used(body, "redis_now_ms"):
+        parts.append(
+            "local unshifted_now_ms = redis_now_ms\n"
+            f"redis_now_ms = function() return unshifted_now_ms() + ({int(shift_ms)}) end"
+        )
+    return "\n".join([*parts, body]) + "\n"
 
 
 def reply_text(value: Any) -> str:

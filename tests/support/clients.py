@@ -10,7 +10,6 @@ import redis.asyncio
 from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
 
 from sa_redis_ids.asyncio import AsyncRedisIds
-from tests.support.services import REDIS_URL
 
 
 class Untouchable(redis.Redis):
@@ -40,8 +39,8 @@ def async_ids_on(backend: Any) -> Any:
     if backend.name == "fake":
         server = backend.client.connection_pool.connection_kwargs["server"]
         return AsyncRedisIds(fakeredis.FakeAsyncRedis(server=server), prefix=backend.prefix)
-    if backend.name == "redis":
-        return AsyncRedisIds.from_url(REDIS_URL, prefix=backend.prefix)
+    if backend.name in ("redis", "valkey"):
+        return AsyncRedisIds.from_url(backend.url, prefix=backend.prefix)
     return AsyncRedisIds(
         AsyncRedisCluster.from_url(backend.target["cluster"], socket_timeout=5),
         prefix=backend.prefix,

@@ -11,20 +11,31 @@ strategy.
 Workers draw until the parent tells them to stop, ``after`` seconds after the fault returned (a
 failover helper returns once the new master serves), and count what they drew after it, so a test
 knows the generators worked again past the fault.
+
+A load's workers use the sync ``RedisIds`` or, with ``front="asyncio"``, ``AsyncRedisIds`` (one
+task per thread slot). *Late* workers (``late=``) are spawned with the others but make their
+``RedisIds`` only once the fault returned: processes started inside a failure window.
+
+While the workers draw, the CPU is saturated by other processes (`tests.support.cpu_load.cpu_load`,
+one per core): a guarantee that only holds on an idle machine fails the test.
 """
 
 from __future__ import annotations
 
+import asyncio
 import multiprocessing
 import queue
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from sa_redis_ids import RedisIds, SaRedisIdsError
+from sa_redis_ids.asyncio import AsyncRedisIds
+from sa_redis_ids.ids import RedisIdsBase
+from tests.support.cpu_load import cpu_load
 
 CONFIGS: tuple[tuple[str, str, dict[str, Any]], ...] = (
     ("seq", "sequence", {}),
@@ -49,21 +60,24 @@ class Load:
     """The longest a worker draws (it stops earlier when the parent says so)."""
     options: dict[str, Any] = field(default_factory=dict)
     """Extra options of the ``RedisIds`` constructor (``replicas=`` …)."""
+    front: str = "sync"
+    """``"sync"`` (``RedisIds``, threads) or ``"asyncio"`` (``AsyncRedisIds``, tasks)."""
 
-    def ids(self) -> RedisIds:
+    def ids(self) -> Any:
+        kind: type[RedisIdsBase] = AsyncRedisIds if self.front == "asyncio" else RedisIds
         target = self.target
         if "cluster" in target:
-            return RedisIds.from_url(
+            return kind.from_url(
                 target["cluster"], prefix=self.prefix, cluster=True, **self.options
             )
         if "sentinel" in target:
-            return RedisIds.from_sentinel(
+            return kind.from_sentinel(
                 target["sentinel"], target["service"], prefix=self.prefix, **self.options
             )
         urls = target["urls"]
         if len(urls) == 1:
-            return RedisIds.from_url(urls[0], prefix=self.prefix, **self.options)
-        return RedisIds.from_urls(urls, prefix=self.prefix, **self.options)
+            return kind.from_url(urls[0], prefix=self.prefix, **self.options)
+        return kind.from_urls(urls, prefix=self.prefix, **self.options)
 
 
 @dataclass
@@ -84,11 +98,23 @@ class Drawn:
 
 
 def _draw(load: Load, ready: Any, done: Any, stop: Any, out: Any) -> None:
+    if load.front == "asyncio":
+        asyncio.run(_draw_async(load, ready, done, stop, out))
+        return
     ids = load.ids()
     generators = [(label, getattr(ids, factory)(label, **opts)) for label, factory, opts in CONFIGS]
-    for _, generator in generators:
-        generator.next_id()  # received something from the nodes before the fault
     results: dict[str, Drawn] = {label: Drawn() for label, _, _ in CONFIGS}
+    give_up = time.monotonic() + load.seconds
+    for label, generator in generators:  # each receives something from the nodes first
+        while True:
+            try:
+                results[label].values.append(generator.next_id())
+                break
+            except SaRedisIdsError as exc:  # a late worker may start inside a fault
+                results[label].errors[type(exc).__name__] += 1
+                if time.monotonic() > give_up:
+                    raise
+                time.sleep(0.005)
     failures: list[BaseException] = []
     lock = threading.Lock()
 
@@ -132,6 +158,63 @@ def _draw(load: Load, ready: Any, done: Any, stop: Any, out: Any) -> None:
     out.put(("failed", repr(failures[0])) if failures else ("ok", results))
 
 
+async def _draw_async(load: Load, ready: Any, done: Any, stop: Any, out: Any) -> None:
+    """:func:`_draw` on ``AsyncRedisIds``: ``load.threads`` tasks on one event loop."""
+    ids = load.ids()
+    generators = [(label, getattr(ids, factory)(label, **opts)) for label, factory, opts in CONFIGS]
+    results: dict[str, Drawn] = {label: Drawn() for label, _, _ in CONFIGS}
+    give_up = time.monotonic() + load.seconds
+    for label, generator in generators:
+        while True:
+            try:
+                results[label].values.append(await generator.next_id())
+                break
+            except SaRedisIdsError as exc:
+                results[label].errors[type(exc).__name__] += 1
+                if time.monotonic() > give_up:
+                    raise
+                await asyncio.sleep(0.005)
+    await asyncio.get_running_loop().run_in_executor(None, ready.wait)
+    deadline = time.monotonic() + load.seconds
+
+    async def work(slot: int) -> None:
+        turn = slot
+        while time.monotonic() < deadline and not stop.is_set():
+            label, generator = generators[turn % len(generators)]
+            turn += 1
+            faulted = done.is_set()
+            drawn = results[label]
+            try:
+                if turn % 5 == 0:
+                    drawn.values.extend(await generator.next_ids(7))
+                else:
+                    drawn.values.append(await generator.next_id())
+                if faulted:
+                    drawn.after += 1
+            except SaRedisIdsError as exc:
+                drawn.errors[type(exc).__name__] += 1
+                await asyncio.sleep(0.005)
+
+    try:
+        await asyncio.gather(*(work(i) for i in range(load.threads)))
+    except BaseException as exc:
+        out.put(("failed", repr(exc)))
+        return
+    finally:
+        await ids.aclose()
+    for label, generator in generators:
+        results[label].rewinds = generator.rewinds
+    out.put(("ok", results))
+
+
+def _late(worker: Callable[..., None], go: Any, started: Any, load: Any, *args: Any) -> None:
+    """A worker started inside the fault: it waits for ``go``, tells the parent at ``started``
+    and only then connects and draws (its ``ready`` is already set)."""
+    go.wait()
+    started.wait()
+    worker(load, *args)
+
+
 def run_beside_fault(
     worker: Callable[..., None],
     load: Any,
@@ -140,29 +223,50 @@ def run_beside_fault(
     processes: int = 3,
     at: float = 1.0,
     after: float = 1.0,
+    also: Sequence[Any] = (),
+    late: Sequence[Any] = (),
+    during: Callable[[Any], Any] | None = None,
 ) -> list[Any]:
     """Start ``processes`` spawned ``worker(load, ready, done, stop, out)``; once all wait at the
     ``ready`` barrier, call ``fault()`` ``at`` seconds later, set ``done`` when it returned and
     ``stop`` ``after`` seconds later. Each worker puts ``("ok", payload)`` or ``("failed", why)``
-    on ``out``; returns the payloads."""
+    on ``out``; returns the payloads.
+
+    ``also``: loads of more workers that run as those of ``load`` do. ``late``: loads of more
+    workers, spawned with the others (so their imports are done) but
+    connecting only when ``fault()`` returned; ``during(fault's result)`` runs once they drew
+    their first values (e.g. the rest of a failure window), before the ``after`` seconds.
+    The CPU is saturated from the barrier to the stop."""
     ctx = multiprocessing.get_context("spawn")
-    ready = ctx.Barrier(processes + 1)
-    done, stop = ctx.Event(), ctx.Event()
+    ready, late_ready = ctx.Barrier(processes + len(also) + 1), ctx.Barrier(len(late) + 1)
+    done, stop, go, ready_now = ctx.Event(), ctx.Event(), ctx.Event(), ctx.Event()
+    ready_now.set()
     out = ctx.Queue()
     workers = [
-        ctx.Process(target=worker, args=(load, ready, done, stop, out)) for _ in range(processes)
+        ctx.Process(target=worker, args=(each, ready, done, stop, out))
+        for each in [*[load] * processes, *also]
+    ]
+    workers += [
+        ctx.Process(target=_late, args=(worker, go, late_ready, each, ready_now, done, stop, out))
+        for each in late
     ]
     for process in workers:
         process.start()
     try:
         ready.wait(timeout=60)
-        time.sleep(at)
-        try:
-            fault()
-        finally:
-            done.set()
-            time.sleep(after)
-            stop.set()
+        with cpu_load():
+            time.sleep(at)
+            try:
+                result = fault()
+                if late:
+                    go.set()
+                    late_ready.wait(timeout=60)
+                if during is not None:
+                    during(result)
+            finally:
+                done.set()
+                time.sleep(after)
+                stop.set()
         payloads = []
         for _ in workers:
             try:
@@ -187,11 +291,26 @@ def run_with_fault(
     processes: int = 3,
     at: float = 1.0,
     after: float = 1.0,
+    also: Sequence[Load] = (),
+    late: Sequence[Load] = (),
+    during: Callable[[Any], Any] | None = None,
 ) -> dict[str, Drawn]:
     """Run ``processes`` workers on ``load``, call ``fault()`` ``at`` seconds into drawing, and
-    stop them ``after`` seconds after it returned; what they drew, per generator."""
+    stop them ``after`` seconds after it returned (and ``during`` ran; ``also`` and ``late``
+    workers: see :func:`run_beside_fault`); what they drew, per generator, across every worker."""
     merged: dict[str, Drawn] = {label: Drawn() for label, _, _ in CONFIGS}
-    for payload in run_beside_fault(_draw, load, fault, processes=processes, at=at, after=after):
+    payloads = run_beside_fault(
+        _draw,
+        load,
+        fault,
+        processes=processes,
+        at=at,
+        after=after,
+        also=also,
+        late=late,
+        during=during,
+    )
+    for payload in payloads:
         for label, drawn in payload.items():
             merged[label].values.extend(drawn.values)
             merged[label].errors.update(drawn.errors)

