@@ -444,7 +444,8 @@ class RedisIds(RedisIdsBase):
         gaps (never duplicates). ``floor()`` returns the highest value already used (e.g.
         [`floor_from_column`][sa_redis_ids.floor_from_column]): read once per process and node, and whenever a
         node's counter is missing or behind, so a Redis that forgot continues above the table.
-        ``headroom``: how far above what is known a healed counter resumes (the default covers
+        Without ``floor=``, a generator bound to columns through the ORM reads them instead (every
+        factory; see ``bound_floor``). ``headroom``: how far above what is known a healed counter resumes (the default covers
         other processes' buffered blocks; see the guarantees in the docs).
         """
         return self._make(
@@ -498,8 +499,9 @@ class RedisIds(RedisIdsBase):
 
         ``release(v)`` frees a value, ``reserve(values)`` blocks values for good, ``is_taken(v)``,
         ``stats()``. A full pool raises ``SequenceExhausted``. ``floor()`` returns the values
-        already used (e.g. [`floor_from_column`][sa_redis_ids.floor_from_column]): they are marked taken once
-        per process and node, and again when a node lost its bitmap.
+        already used (e.g. [`floor_from_column`][sa_redis_ids.floor_from_column]; without ``floor=``, the
+        columns the ORM binds the generator to): they are marked taken once per node state, the
+        node recording it, and again when a node lost its bitmap.
         """
         return self._make(
             "short_id", namespace, ShortIdGenerator, pool_size=pool_size, offset=offset, floor=floor

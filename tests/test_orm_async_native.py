@@ -426,6 +426,8 @@ def test_a_sync_generator_under_async_session_blocks_the_loop_as_before(
             await _reset(engine, base)
             async with async_sessionmaker(engine, expire_on_commit=False)() as session:
                 session.add(Thing())
+                await session.commit()  # the first call also reads the column floor (awaited)
+                session.add(Thing())
                 await session.commit()  # works as before, on a running Redis
                 assert seen["after"] == seen["before"], "the loop did not run during the call"
                 server.pause()

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 import sqlalchemy
-from sqlalchemy import BigInteger, Column, MetaData, String, Table, create_engine, select
+from sqlalchemy import BigInteger, Column, MetaData, String, Table, create_engine, select, text
 from sqlalchemy.exc import MissingGreenlet
 from sqlalchemy.ext.asyncio import create_async_engine
 
@@ -24,7 +24,9 @@ from sa_redis_ids.orm.sqlalchemy_internals import (
     INTERNALS,
     attach_column_default,
     await_in_greenlet,
+    can_block_on,
     statement_rows,
+    sync_in_greenlet,
 )
 
 
@@ -107,11 +109,47 @@ def check_await_in_greenlet(tmp_path: Path) -> None:
     assert coroutine.cr_frame is None, "the coroutine was closed, never left pending"
 
 
+def check_sync_in_greenlet(tmp_path: Path) -> None:
+    async def scenario() -> int:
+        engine = create_async_engine(f"sqlite+aiosqlite:///{tmp_path / 'spawn.sqlite3'}")
+        try:
+
+            def read() -> int:
+                with engine.sync_engine.connect() as conn:
+                    found: int = conn.execute(text("select 7")).scalar_one()
+                return found
+
+            # a synchronous statement on an asyncio engine, run from a coroutine
+            return await sync_in_greenlet(read)
+        finally:
+            await engine.dispose()
+
+    assert asyncio.run(scenario()) == 7
+
+
+def check_can_block_on(tmp_path: Path) -> None:
+    engine = create_async_engine(f"sqlite+aiosqlite:///{tmp_path / 'block.sqlite3'}")
+    dialect = engine.sync_engine.dialect
+    assert can_block_on(create_engine("sqlite://").dialect)  # a blocking driver: anywhere
+    assert not can_block_on(dialect)  # an asyncio driver outside SQLAlchemy's greenlet
+
+    async def scenario() -> bool:
+        try:
+            async with engine.connect() as conn:
+                return await conn.run_sync(lambda _: can_block_on(dialect))
+        finally:
+            await engine.dispose()
+
+    assert asyncio.run(scenario())  # inside it (as under AsyncSession)
+
+
 CHECKS: dict[str, Callable[..., None]] = {
     "SchemaItem._set_parent_with_dispatch": check_attach_column_default,
     "HasMemoized._reset_memoizations": check_reset_memoizations,
     "DefaultExecutionContext.compiled_parameters": check_statement_rows,
     "sqlalchemy.util.await_only / await_": check_await_in_greenlet,
+    "sqlalchemy.util.greenlet_spawn": check_sync_in_greenlet,
+    "sqlalchemy.util.concurrency.in_greenlet": check_can_block_on,
 }
 
 

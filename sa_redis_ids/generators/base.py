@@ -66,6 +66,20 @@ class GeneratorFloor(ABC):
         """This floor for ``generator``."""
 
 
+class ImpliedFloor(ABC):
+    """A floor a generator takes without ``floor=``: the columns the ORM binds it to.
+
+    Whether it can be read depends on where the generator is called (inside a flush it reads
+    through the flushing connection; elsewhere perhaps not at all), so the generator asks
+    ``now`` at each call instead of holding one callable.
+    """
+
+    @abstractmethod
+    def now(self) -> Callable[..., Any] | None:
+        """The floor as a callable usable in the current context, or None when it cannot be
+        read here (the generator then goes on as one without a floor, and reads it later)."""
+
+
 class IdGenerator(ABC, Generic[V]):
     """Base of all strategies. ``next_id()`` is ``next_ids(1)[0]``: one round trip either way."""
 
@@ -98,11 +112,13 @@ class IdGenerator(ABC, Generic[V]):
         """The Redis clock this generator's scripts see (moved only by tests)."""
         self.floor = check_floor(floor)
         """The floor as given (compared when the factory is asked again); None: no floor."""
-        self._floor: Callable[..., Any] | None = (
+        self._given_floor: Callable[..., Any] | None = (
             floor.bind(self) if isinstance(floor, GeneratorFloor) else floor
         )
-        if self._floor is not None:
-            check_floor_arguments(self._floor, self.floor_arguments, namespace=self.namespace)
+        self.implied_floor: ImpliedFloor | None = None
+        """The floor taken when ``floor=`` is not given (the ORM sets it to the bound columns)."""
+        if self._given_floor is not None:
+            check_floor_arguments(self._given_floor, self.floor_arguments, namespace=self.namespace)
         self.headroom_option = check_headroom(headroom)
         """``headroom=`` as given (None: the default, see `headroom`)."""
         self.headroom = 0
@@ -115,6 +131,16 @@ class IdGenerator(ABC, Generic[V]):
         """Whether concurrent callers share round trips (see `sa_redis_ids.sharing`); set it to
         False to give each call a round trip of its own."""
         self._shared: Shared[V] = Shared(self._take_plan, most=self.max_batch, slots=len(nodes))
+
+    @property
+    def _floor(self) -> Callable[..., Any] | None:
+        """The floor to read now: ``floor=`` when given, else the implied floor if it can be read
+        here, else None."""
+        given = self._given_floor
+        if given is not None:
+            return given
+        implied = self.implied_floor
+        return None if implied is None else implied.now()
 
     def _set_headroom(self, capacity: int, max_block: int | None = None) -> None:
         """Fix `headroom` once the per-node ``capacity`` and the largest block are known."""

@@ -20,10 +20,21 @@ A Redis that forgets: each node also keeps a running total of the positions it e
 each process remembers the positions it took (a sparse bitmap, at most ``pool_size / 8`` bytes) and
 the highest total it received. A total that is missing or below what the process received means
 the node lost or rewound its bitmap: before issuing anything, the process marks taken again every
-position it knows of (its own, and with ``floor=`` every value the table holds, e.g.
-[`floor_from_column`][sa_redis_ids.floor_from_column]), so no issued value comes back while that process or the
-table remembers it. With a floor, the table's values are also marked once per process and node at
-first use.
+position it knows of (its own, and with a floor every value the table holds: the column the
+generator is bound to, or ``floor=``), so no issued value comes back while that process or the
+table remembers it.
+
+The floor is merged into a node's bitmap once per node state, not once per process: the merge is
+recorded on the node (``…:sid:floor``, the node identity and bitmap generation it was made in),
+and a process's first call checks that marker (one round trip) instead of reading the table. When
+the state changed (a new generation after a loss, a failover, an evicted bitmap; not a restart
+that kept its data), the first
+process to see it claims the merge (``…:sid:floor:claim``, expiring after
+``FLOOR_CLAIM_MS``) and merges; the others wait for the marker, polling every
+``FLOOR_POLL_S``, and issue nothing meanwhile, since a value they issued before the merge
+could be one the table holds. A waiter that is still waiting after ``FLOOR_WAIT_S`` (the
+merging process died or is slow) merges itself: merges only mark positions taken, so two are as
+safe as one.
 """
 
 from __future__ import annotations
@@ -38,7 +49,7 @@ from sa_redis_ids.bounds import BIGINT_MAX
 from sa_redis_ids.errors import ConfigError, RedisUnavailable, SequenceExhausted
 from sa_redis_ids.generators.base import IdGenerator, check_int_option
 from sa_redis_ids.generators.highwater import checked_floor
-from sa_redis_ids.redis.plans import CallFloor, Command, Effect, Plan, Run, planned
+from sa_redis_ids.redis.plans import CallFloor, Command, Effect, Plan, Run, Sleep, planned
 from sa_redis_ids.redis.scripts import NeedsFloor, check_reply, reply_text
 from sa_redis_ids.validation import check_values
 
@@ -60,6 +71,12 @@ HEAL_BYTES = 1 << 20
 """Bytes of known positions sent per heal round trip."""
 FLOOR_CHUNK = 10_000
 """Values taken per step from a floor that streams asynchronously."""
+FLOOR_CLAIM_MS = 30_000
+"""How long one process's claim to merge the floor into a node's bitmap lasts at most."""
+FLOOR_POLL_S = 0.05
+"""How often a process waiting for another's floor merge checks the node's marker."""
+FLOOR_WAIT_S = 10.0
+"""How long a process waits for another's floor merge before it merges itself."""
 SPAN_MIN = 256
 """From this many values on, one call takes runs of consecutive positions (see ``SPAN_BYTES``)."""
 SPAN_BYTES = 8
@@ -133,7 +150,7 @@ class TakenPositions:
 class _NodeCall:
     """What the short-ID scripts are sent on one node at every call, fixed at construction."""
 
-    __slots__ = ("ask", "claim", "head", "heal_keys", "keys")
+    __slots__ = ("claim", "floor_keys", "head", "heal_keys", "keys")
 
     def __init__(
         self,
@@ -141,18 +158,18 @@ class _NodeCall:
         claim: str,
         keys: tuple[str, ...],
         heal_keys: tuple[str, ...],
+        floor_keys: tuple[str, ...],
         head: tuple[bytes, bytes],
-        ask: bytes,
     ):
         self.claim = claim
         self.keys = keys
         """The bitmap, claim, total and generation keys (``short_id.lua``)."""
         self.heal_keys = heal_keys
         """The keys of ``short_id_heal.lua``."""
+        self.floor_keys = floor_keys
+        """The keys of ``short_id_floor.lua``."""
         self.head = head
         """The claim and the share size, as bytes."""
-        self.ask = ask
-        """Whether a missing total is reported first (the generator has a floor)."""
 
 
 class NextValues(Effect):
@@ -230,6 +247,8 @@ class ShortIdGenerator(IdGenerator[int]):
         self.total_key = self.keys.key(self.strategy, "total")
         self._scratch_key = self.keys.key(self.strategy, "heal")
         self.generation_key = self.keys.key(self.strategy, "gen")
+        self.floor_marker_key = self.keys.key(self.strategy, "floor")
+        """Where a node records the state its bitmap last had the floor merged into."""
         self._taken = [TakenPositions() for _ in nodes.nodes]
         self._generations: list[str] = ["" for _ in nodes.nodes]
         """Per node: the bitmap generation this process last saw (changes at every heal)."""
@@ -266,8 +285,14 @@ class ShortIdGenerator(IdGenerator[int]):
                 self._scratch_key,
                 self.generation_key,
             ),
+            floor_keys=(
+                self.bitmap_key,
+                self.generation_key,
+                self.floor_marker_key,
+                self.keys.key(self.strategy, "floor", "claim"),
+                self.identity_key,
+            ),
             head=(claim.encode(), str(self.share_size(node)).encode()),
-            ask=b"0" if self._floor is None else b"1",
         )
 
     def share_size(self, node: Node) -> int:
@@ -304,9 +329,10 @@ class ShortIdGenerator(IdGenerator[int]):
         index = node.index
         call = self._calls[index]
         high = self.high
-        if self._floor is not None and not high.consulted(index):
-            # once per process and node, at first use: mark the table's values taken
-            yield from self._with_floor_read_once(node, lambda: self._first_heal(node))
+        has_floor = self._floor is not None
+        if has_floor and not high.consulted(index):
+            # once per process and node, at first use: the table's values taken on the node
+            yield from self._with_floor_read_once(node, lambda: self._first_merge(node))
         generations = self._generations
         span = SPAN_BYTES if n >= SPAN_MIN else 0
         tries = -(-n // (SPAN_BYTES * 8)) * 2 + 4 if span else n
@@ -322,7 +348,7 @@ class ShortIdGenerator(IdGenerator[int]):
                     n,
                     secrets.token_bytes(6 * tries),
                     high.mark(index) or 0,
-                    call.ask,
+                    b"1" if has_floor else b"0",  # report a missing total: a floor is merged first
                     generation_sent,
                     # a new generation only counts when this process saw none
                     secrets.token_hex(8) if not generation_sent else "",
@@ -339,7 +365,10 @@ class ShortIdGenerator(IdGenerator[int]):
                 # generation, so every other process marks its own positions again at its
                 # next call. Otherwise another process healed: mark our own positions.
                 lost = exc.detail[-1] == "1"
-                yield from self._heal(node, floor=lost and self._floor is not None, rewound=lost)
+                if lost and has_floor:
+                    yield from self._merge_floor(node, rewound=True)
+                else:
+                    yield from self._heal(node, floor=False, rewound=lost)
                 high.identities[index] = exc.detail[-2]
                 continue
             first, step = self.offset + index, node.count
@@ -375,18 +404,59 @@ class ShortIdGenerator(IdGenerator[int]):
             node=node.name,
         )
 
-    def _first_heal(self, node: Node) -> Plan[None]:
-        """Mark the floor's values taken on ``node`` unless another call of this process did."""
+    def _first_merge(self, node: Node) -> Plan[None]:
+        """The floor's values taken on ``node`` unless another call of this process saw to it."""
         if not self.high.consulted(node.index):
-            yield from self._heal(node, floor=True)
+            yield from self._merge_floor(node, rewound=False)
 
-    def _heal(self, node: Node, *, floor: bool, rewound: bool = False) -> Plan[None]:
+    def _merge_floor(self, node: Node, *, rewound: bool) -> Plan[None]:
+        """See that the floor is merged into ``node``'s bitmap in its current state: merged
+        already (the node's marker says so), merged by this process (it claims the merge), or
+        merged by another (this process waits); see the module docstring.
+
+        ``rewound``: this process found the node lost or rewound; it then also marks its own
+        positions taken again and starts a new generation (see ``_heal``), carrying the
+        marker over to it when the floor was already merged.
+        """
+        index = node.index
+        keys = self._calls[index].floor_keys
+        token = secrets.token_hex(8)
+        waited = 0.0
+        while True:
+            status, identity, found = yield from self._floor_marker(
+                node, keys, ["check", token, FLOOR_CLAIM_MS]
+            )
+            if status != "busy" or waited >= FLOOR_WAIT_S:
+                break
+            yield Sleep(FLOOR_POLL_S)
+            waited += FLOOR_POLL_S
+        if status == "merged":
+            if rewound:
+                generation = yield from self._heal(node, floor=False, rewound=True)
+                yield from self._floor_marker(
+                    node, keys, ["done", token, identity, generation, found]
+                )
+            self.high.set_consulted(index)
+            return
+        generation = yield from self._heal(node, floor=True, rewound=rewound)
+        yield from self._floor_marker(node, keys, ["done", token, identity, generation, ""])
+
+    def _floor_marker(
+        self, node: Node, keys: tuple[str, ...], args: list[Any]
+    ) -> Plan[tuple[str, str, str]]:
+        """Run ``short_id_floor.lua``: its status, the node identity and the generation."""
+        reply = yield Run(node, "short_id_floor", keys, args)
+        status, identity, generation = check_reply(reply, namespace=self.namespace, node=node)
+        return reply_text(status), reply_text(identity), reply_text(generation)
+
+    def _heal(self, node: Node, *, floor: bool, rewound: bool = False) -> Plan[str]:
         """Mark taken on ``node`` every position this process took and, with ``floor``, every
         value of the floor in ``node``'s share; raise the node's total to this process's mark.
 
         ``rewound``: this process found the loss (the total was below its mark), so the heal
         starts a new generation and every other process marks its own positions again at its
         next call; a process that only saw another generation adopts it after marking its own.
+        Answers the generation the node has after the heal.
         """
         index = node.index
         call = self._calls[index]
@@ -433,6 +503,7 @@ class ShortIdGenerator(IdGenerator[int]):
                 "lost or rewound",
                 f"a bitmap with {added} positions marked taken again",
             )
+        return reply_text(generation)
 
     def _read_floor(self, node: Node, known: TakenPositions) -> Plan[None]:
         """Add to ``known`` the positions of ``node``'s share among the floor's values, streamed

@@ -280,7 +280,7 @@ class _NodeCall:
     """What the snowflake script is sent on one node at every call, fixed at construction: the
     claim, the slots per millisecond, the keys and the constant arguments (as bytes)."""
 
-    __slots__ = ("claim", "head", "headroom", "keys", "slots", "state")
+    __slots__ = ("claim", "head", "headroom", "keys", "slots")
 
     def __init__(
         self,
@@ -290,7 +290,6 @@ class _NodeCall:
         keys: tuple[str, str, str],
         head: tuple[bytes, ...],
         headroom: bytes,
-        state: bytes,
     ):
         self.claim = claim
         self.slots = slots
@@ -298,8 +297,6 @@ class _NodeCall:
         self.head = head
         """The claim, epoch, last millisecond, slots per millisecond and tolerance."""
         self.headroom = headroom
-        self.state = state
-        """The floor argument while no floor is read: ``none`` (no floor) or ``ask``."""
 
 
 class SnowflakeGenerator(IdGenerator[int]):
@@ -394,7 +391,6 @@ class SnowflakeGenerator(IdGenerator[int]):
             keys=(self.state_key, self.claim_key, self.identity_key),
             head=tuple(str(arg).encode() for arg in fixed),
             headroom=str(self.headroom).encode(),
-            state=b"none" if self._floor is None else b"ask",
         )
 
     def slots_per_ms(self, node: Node) -> int:
@@ -443,11 +439,13 @@ class SnowflakeGenerator(IdGenerator[int]):
         high = self.high
         index = node.index
         floor: tuple[int, int] | None = None
-        if self._floor is not None and not high.consulted(index):
+        # the floor argument while no floor is read: "ask" (a floor can be read) or "none"
+        unread = b"none" if self._floor is None else b"ask"
+        if unread == b"ask" and not high.consulted(index):
             floor = yield from self._floor_slot(slots)  # once per process and node
         for _ in range(2):
             guard = max(high.mark(index) or NO_GUARD, floor or NO_GUARD)
-            state = call.state if floor is None else b"given"
+            state = unread if floor is None else b"given"
             reply = yield Run(
                 node,
                 "snowflake",

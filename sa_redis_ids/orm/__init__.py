@@ -6,6 +6,10 @@ The modules, from the bottom up (each imports only those above it in this list):
 - `checks`: what a column type holds on each dialect;
 - `batches`: taking ``n`` values from a generator, sync or awaited on the
   ``AsyncSession``'s event loop;
+- `floor_scope`: the connection of the flush or statement taking IDs, for floors read meanwhile;
+- `floor`: ``floor_from_column``, a floor read from a column through its own engine, and the
+  queries every column floor runs;
+- `bound_floor`: the columns a generator is bound to as its floor, without ``floor=``;
 - `default`: ``redis_id(generator)``, the column default (one reservation
   per statement on the bulk and Core paths); a leaf: it knows no mapper or session;
 - `columns`: ``redis_id_column(generator)``;
@@ -15,8 +19,7 @@ The modules, from the bottom up (each imports only those above it in this list):
 - `reservations`: one ``next_ids(n)`` per generator for a session's pending
   objects; ``assign_ids``, ``assign_ids_async``;
 - `events`: the session and mapper listeners (``before_flush``,
-  ``before_insert``, ``mapper_configured``), installed when this package is imported;
-- `floor`: a day's floor read from the table (date-keyed strategies).
+  ``before_insert``, ``mapper_configured``), installed when this package is imported.
 """
 
 from sa_redis_ids.orm import events

@@ -23,7 +23,9 @@ from sqlalchemy.orm import ColumnProperty, Mapper, RelationshipProperty, configu
 from sqlalchemy.schema import Column, ColumnDefault
 
 from sa_redis_ids.errors import ConfigError
+from sa_redis_ids.generators.aio import AsyncIdGenerator
 from sa_redis_ids.orm.batches import AnyGenerator, check_generator, core_of
+from sa_redis_ids.orm.bound_floor import bind_column_floor
 from sa_redis_ids.orm.checks import check_column, dialect_key
 from sa_redis_ids.orm.default import RedisIdDefault
 from sa_redis_ids.orm.sqlalchemy_internals import attach_column_default
@@ -49,6 +51,7 @@ class Binding:
         generator: AnyGenerator,
         *,
         source: str,
+        column_floor: bool = True,
     ):
         self.mapper = mapper
         self.key = key
@@ -56,7 +59,16 @@ class Binding:
         self.generator = generator
         self.source = source
         """``"register"`` or ``"default"`` (a ``redis_id`` column default)."""
+        self.column_floor = column_floor
+        """Whether the column is part of the generator's floor (``bound_floor``)."""
         self._checked: set[str] = set()
+        if column_floor:
+            bind_column_floor(
+                core_of(generator),
+                mapper,
+                column,
+                asynchronous=isinstance(generator, AsyncIdGenerator),
+            )
 
     @property
     def owner(self) -> str:
@@ -113,7 +125,14 @@ def _resolve(mapper: Mapper[Any]) -> tuple[Binding, ...]:
             except Exception:  # a column of the table this mapper leaves unmapped
                 continue
             if key not in by_key:
-                binding = Binding(mapper, key, column, default.generator, source="default")
+                binding = Binding(
+                    mapper,
+                    key,
+                    column,
+                    default.generator,
+                    source="default",
+                    column_floor=default.column_floor,
+                )
                 by_key[key] = binding
                 with _lock:
                     _all.add(binding)
@@ -182,7 +201,9 @@ def _column_of(mapper: Mapper[Any], attr: str | None) -> tuple[str, Column[Any]]
     return attr, columns[0]
 
 
-def register(model: Any, generator: AnyGenerator, attr: str | None = None) -> Binding:
+def register(
+    model: Any, generator: AnyGenerator, attr: str | None = None, *, column_floor: bool = True
+) -> Binding:
     """Fill ``model``'s primary key (or ``attr``) from ``generator`` on every insert path.
 
     The attribute is filled when it is unset (``None``); a value set explicitly is left alone. The
@@ -194,8 +215,15 @@ def register(model: Any, generator: AnyGenerator, attr: str | None = None) -> Bi
     (``redis_id`` or other) Python default, a second registration, or a column that cannot hold the
     generator's values. ``generator`` may be an ``AsyncIdGenerator`` for models used with
     ``AsyncSession``: the reservations are then awaited on the event loop.
+
+    The column becomes the generator's floor (read at a process's first use of each node and
+    after a detected loss, so a Redis that lost its data cannot repeat a value the table holds)
+    unless ``column_floor=False`` or the generator was given ``floor=``; see
+    ``bound_floor``.
     """
     check_generator(generator, "register()")
+    if not isinstance(column_floor, bool):
+        raise ConfigError(f"column_floor must be True or False, not {column_floor!r}")
     mapper = _mapper_of(model)
     key, column = _column_of(mapper, attr)
     owner = f"{mapper.class_.__name__}.{key}"
@@ -218,10 +246,12 @@ def register(model: Any, generator: AnyGenerator, attr: str | None = None) -> Bi
     for level in mapper.iterate_to_root():
         if key in info(level).get(REGISTERED, {}):
             raise ConfigError(f"{owner} is already registered (on {level.class_.__name__})")
-    binding = Binding(mapper, key, column, generator, source="register")
+    binding = Binding(mapper, key, column, generator, source="register", column_floor=column_floor)
     binding.check()
     with _lock:
-        attach_column_default(column, RedisIdDefault(generator, registered=True))
+        attach_column_default(
+            column, RedisIdDefault(generator, registered=True, column_floor=column_floor)
+        )
         info(mapper).setdefault(REGISTERED, {})[key] = binding
         _all.add(binding)
         forget_resolved(mapper)

@@ -25,11 +25,13 @@ def redis_id_column(
     type_: TypeEngine[Any] | None = None,
     *,
     primary_key: bool = True,
+    column_floor: bool = True,
     **kwargs: Any,
 ) -> MappedColumn[Any]:
     """A ``mapped_column`` filled from ``generator``: the right type, ``insert_default=redis_id(...)``,
     ``autoincrement=False``; a primary key unless ``primary_key=False`` (then ``unique=True``
-    unless given). Other keyword arguments go to ``mapped_column``.
+    unless given). The column is the generator's floor unless ``column_floor=False`` (see
+    [`redis_id`][sa_redis_ids.redis_id]). Other keyword arguments go to ``mapped_column``.
 
     The generator is given as ``insert_default`` (the column default of an INSERT, nothing else),
     so the column reads the same in a ``MappedAsDataclass`` model, where ``default=`` would also be
@@ -50,6 +52,6 @@ def redis_id_column(
         type_ if type_ is not None else column_type_for(generator),
         primary_key=primary_key,
         autoincrement=False,
-        insert_default=redis_id(generator),
+        insert_default=redis_id(generator, column_floor=column_floor),
         **kwargs,
     )

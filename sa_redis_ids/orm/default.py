@@ -29,7 +29,9 @@ from sa_redis_ids.errors import ConfigError
 from sa_redis_ids.generators.aio import AsyncIdGenerator
 from sa_redis_ids.generators.base import IdGenerator
 from sa_redis_ids.orm.batches import check_generator, core_of, take
+from sa_redis_ids.orm.bound_floor import bind_column_floor
 from sa_redis_ids.orm.checks import check_column, dialect_key
+from sa_redis_ids.orm.floor_scope import connection_scope
 from sa_redis_ids.orm.sqlalchemy_internals import statement_rows
 
 V = TypeVar("V", int, str)
@@ -43,17 +45,25 @@ class RedisIdDefault(Generic[V]):
     """The callable SQLAlchemy invokes for a missing value; ``generator`` is public for inspection."""
 
     def __init__(
-        self, generator: IdGenerator[V] | AsyncIdGenerator[V], *, registered: bool = False
+        self,
+        generator: IdGenerator[V] | AsyncIdGenerator[V],
+        *,
+        registered: bool = False,
+        column_floor: bool = True,
     ):
         check_generator(generator, "redis_id()")
+        if not isinstance(column_floor, bool):
+            raise ConfigError(f"column_floor must be True or False, not {column_floor!r}")
         self.generator: IdGenerator[V] | AsyncIdGenerator[V] = generator
         self.registered = registered
         """``True`` when ``register()`` installed this default (not a ``default=`` in the model)."""
+        self.column_floor = column_floor
+        """Whether the column is part of the generator's floor (see ``bound_floor``)."""
         self._checked: set[tuple[int, str]] = set()
 
     def __call__(self, context: Any) -> V:
         if getattr(context, "compiled", None) is None:  # executed on its own, not for a statement
-            return self._one()
+            return self._one(context)
         reserved: dict[RedisIdDefault[Any], Any] | None = getattr(
             context, STATEMENT_RESERVATION, None
         )
@@ -65,11 +75,16 @@ class RedisIdDefault(Generic[V]):
             values = reserved[self] = iter(self._reserve(context))
         value: V | None = next(values, None)
         if value is None:  # more calls than the statement's rows: never expected, still correct
-            value = self._one()
+            value = self._one(context)
         return value
 
-    def _one(self) -> V:
-        value: V = take(self.generator, 1)[0]
+    def _one(self, context: Any = None) -> V:
+        connection = getattr(context, "root_connection", None)
+        if connection is None:
+            value: V = take(self.generator, 1)[0]
+            return value
+        with connection_scope(connection):
+            value = take(self.generator, 1)[0]
         return value
 
     def _reserve(self, context: Any) -> list[V]:
@@ -89,8 +104,18 @@ class RedisIdDefault(Generic[V]):
             for column in getattr(context, "prefetch_cols", None) or ()
             if getattr(getattr(column, "default", None), "arg", None) is self
         ]
-        self._check(context.dialect, [c for c in ours if isinstance(c, Column)])
-        values: list[V] = take(self.generator, statement_rows(context) * max(1, len(ours)))
+        columns = [c for c in ours if isinstance(c, Column)]
+        self._check(context.dialect, columns)
+        if self.column_floor:  # a table no mapper binds: its column is the floor from now on
+            for column in columns:
+                bind_column_floor(
+                    core_of(self.generator),
+                    None,
+                    column,
+                    asynchronous=isinstance(self.generator, AsyncIdGenerator),
+                )
+        with connection_scope(context.root_connection):
+            values: list[V] = take(self.generator, statement_rows(context) * max(1, len(ours)))
         return values
 
     def _check(self, dialect: Any, columns: list[Column[Any]]) -> None:
@@ -105,10 +130,15 @@ class RedisIdDefault(Generic[V]):
         return f"redis_id({self.generator!r})"
 
 
-def redis_id(generator: IdGenerator[V] | AsyncIdGenerator[V]) -> RedisIdDefault[V]:
+def redis_id(
+    generator: IdGenerator[V] | AsyncIdGenerator[V], *, column_floor: bool = True
+) -> RedisIdDefault[V]:
     """A ``default=`` for ``mapped_column``/``Column`` that fills the column from ``generator``
     (an ``IdGenerator``, or an ``AsyncIdGenerator`` for models used with ``AsyncSession``).
 
+    The column is the generator's floor unless ``column_floor=False`` or the generator was given
+    ``floor=`` (see ``bound_floor``).
+
     Mapped models with such a column get the same flush-wide reservation as ``register()``.
     """
-    return RedisIdDefault(generator)
+    return RedisIdDefault(generator, column_floor=column_floor)

@@ -28,6 +28,7 @@ from sqlalchemy.orm import InstanceState, Mapper, Session
 
 from sa_redis_ids.orm.batches import take
 from sa_redis_ids.orm.bindings import Binding, bindings_for
+from sa_redis_ids.orm.floor_scope import connection_scope, session_scope
 from sa_redis_ids.orm.reservations import Reservation, pending_targets, reserve
 
 FLUSH_RESERVATION = "sa_redis_ids.reservation"
@@ -53,13 +54,14 @@ def _before_insert(mapper: Mapper[Any], connection: Any, state: InstanceState[An
     found = state.dict
     for binding in bindings:
         if found.get(binding.key) is None:
-            setattr(state.obj(), binding.key, _take(state, binding))
+            setattr(state.obj(), binding.key, _take(state, binding, connection))
 
 
-def _take(state: InstanceState[Any], binding: Binding) -> Any:
+def _take(state: InstanceState[Any], binding: Binding, connection: Any) -> Any:
     session = state.session
     if session is None:
-        return take(binding.generator, 1)[0]
+        with connection_scope(connection):
+            return take(binding.generator, 1)[0]
     reservation: Reservation | None = session.info.get(FLUSH_RESERVATION)
     if reservation is None:
         reservation = session.info[FLUSH_RESERVATION] = Reservation()
@@ -68,7 +70,8 @@ def _take(state: InstanceState[Any], binding: Binding) -> Any:
         # Not counted by before_flush (added during the flush): top up for all still unset.
         targets = pending_targets(session)
         waiting = len(targets.get(binding.generator, ())) or 1
-        reservation.add(binding.generator, take(binding.generator, waiting))
+        with session_scope(session):
+            reservation.add(binding.generator, take(binding.generator, waiting))
         value = reservation.take(binding.generator)
     return value
 

@@ -95,49 +95,14 @@ class ColumnFloor(GeneratorFloor):
                 "this floor is not bound to a generator: pass it as floor= to a factory of "
                 "RedisIds, or call bind(generator)"
             )
-        if isinstance(generator, DatedGenerator):
-            if len(day) != 1:
-                raise TypeError("a date-keyed generator's floor takes the day")
-            return self._day_floor(generator, day[0])
         if isinstance(generator, ShortIdGenerator):
-            return self._values(generator.offset, generator.max_value)
-        found = self._scalar(
-            select(func.max(self.column)).where(self.column.between(0, generator.max_value))
-        )
-        return 0 if found is None else int(found)
-
-    def _values(self, low: int, high: int) -> Iterator[int]:
-        """Every value of the column from ``low`` to ``high``, streamed."""
-        column = self.column
-        statement = select(column).where(column.between(low, high))
+            return self._values(generator)
         with self._connection() as connection:
-            result = connection.execution_options(yield_per=STREAM_ROWS).execute(statement)
-            for (value,) in result:
-                yield int(value)
+            return highest_used(connection, generator, self.column, *day)
 
-    def _day_floor(self, generator: DatedGenerator[Any], day: date) -> int:
-        """The highest counter ``column`` holds for ``day`` (0 when none)."""
-        column = self.column
-        low, high = generator.day_bounds(day)
-        statement = select(func.max(column)).where(column.between(low, high))
-        if isinstance(low, str):
-            statement = statement.where(func.length(column) == len(low))
-        found = self._scalar(statement)
-        if found is None:
-            return 0
-        try:
-            found_day, counter = generator.day_and_counter(found)
-        except ValueError as exc:
-            raise ValueError(
-                f"{column} holds {found!r} on {day}, which is not a value of {generator!r}: {exc}"
-            ) from exc
-        if found_day != day:  # pragma: no cover - the range only holds values of that day
-            raise ValueError(f"{found!r} is not of {day}")
-        return counter
-
-    def _scalar(self, statement: Any) -> Any:
+    def _values(self, generator: ShortIdGenerator) -> Iterator[int]:
         with self._connection() as connection:
-            return connection.scalar(statement)
+            yield from pool_values(connection, generator, self.column)
 
     @contextmanager
     def _connection(self) -> Iterator[Connection]:
@@ -163,6 +128,57 @@ class ColumnFloor(GeneratorFloor):
 
     def __repr__(self) -> str:
         return f"floor_from_column({self.source!r}, {self._column!r})"
+
+
+def highest_used(
+    connection: Connection, generator: IdGenerator[Any], column: Any, *day: date
+) -> int:
+    """What ``column`` holds as ``generator``'s floor: its highest value (a date-keyed generator:
+    the highest counter of ``day``), 0 when none; read through ``connection``."""
+    if isinstance(generator, DatedGenerator):
+        if len(day) != 1:
+            raise TypeError("a date-keyed generator's floor takes the day")
+        return _day_floor(connection, generator, column, day[0])
+    found = connection.scalar(
+        select(func.max(column)).where(column.between(0, generator.max_value))
+    )
+    return 0 if found is None else int(found)
+
+
+def pool_values(connection: Connection, generator: ShortIdGenerator, column: Any) -> Iterator[int]:
+    """Every value of ``column`` inside ``generator``'s pool, streamed through ``connection``."""
+    result = streamed_pool_rows(connection, generator, column)
+    for (value,) in result:
+        yield int(value)
+
+
+def streamed_pool_rows(connection: Connection, generator: ShortIdGenerator, column: Any) -> Any:
+    """The result of the query for ``pool_values``, fetched ``STREAM_ROWS`` at a time."""
+    statement = select(column).where(column.between(generator.offset, generator.max_value))
+    # per statement: Connection.execution_options would change the (flush's) connection for good
+    return connection.execute(statement, execution_options={"yield_per": STREAM_ROWS})
+
+
+def _day_floor(
+    connection: Connection, generator: DatedGenerator[Any], column: Any, day: date
+) -> int:
+    """The highest counter ``column`` holds for ``day`` (0 when none)."""
+    low, high = generator.day_bounds(day)
+    statement = select(func.max(column)).where(column.between(low, high))
+    if isinstance(low, str):
+        statement = statement.where(func.length(column) == len(low))
+    found = connection.scalar(statement)
+    if found is None:
+        return 0
+    try:
+        found_day, counter = generator.day_and_counter(found)
+    except ValueError as exc:
+        raise ValueError(
+            f"{column} holds {found!r} on {day}, which is not a value of {generator!r}: {exc}"
+        ) from exc
+    if found_day != day:  # pragma: no cover - the range only holds values of that day
+        raise ValueError(f"{found!r} is not of {day}")
+    return counter
 
 
 def check_column_type(column: Any, generator: IdGenerator[Any]) -> None:

@@ -20,6 +20,7 @@ from sqlalchemy.orm import InstanceState, Session
 
 from sa_redis_ids.orm.batches import AnyGenerator, take_all, take_all_async
 from sa_redis_ids.orm.bindings import Binding, bindings_for
+from sa_redis_ids.orm.floor_scope import session_scope
 
 Targets = dict[AnyGenerator, list[tuple[InstanceState[Any], Binding]]]
 """Per generator, the (object state, binding) pairs waiting for one of its values."""
@@ -83,7 +84,9 @@ def reserve(session: Session, objects: Iterable[Any] | None = None) -> Reservati
     targets = pending_targets(session, objects)
     check_dialects(session, targets)
     reservation = Reservation()
-    for generator, values in take_all(counts(targets)).items():
+    with session_scope(session):
+        taken = take_all(counts(targets))
+    for generator, values in taken.items():
         reservation.add(generator, values)
     return reservation
 
@@ -106,7 +109,8 @@ def assign_ids(session: Session) -> int:
     """
     targets = pending_targets(session)
     check_dialects(session, targets)
-    return assign(targets, take_all(counts(targets)))
+    with session_scope(session):
+        return assign(targets, take_all(counts(targets)))
 
 
 async def assign_ids_async(session: Any) -> int:
@@ -121,4 +125,5 @@ async def assign_ids_async(session: Any) -> int:
     sync_session = getattr(session, "sync_session", session)
     targets = pending_targets(sync_session)
     check_dialects(sync_session, targets)
-    return assign(targets, await take_all_async(counts(targets)))
+    with session_scope(sync_session):
+        return assign(targets, await take_all_async(counts(targets)))

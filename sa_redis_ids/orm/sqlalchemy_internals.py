@@ -10,13 +10,14 @@ caught by the test suite, not by an application.
 from __future__ import annotations
 
 import importlib.util
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
 import sqlalchemy
 from sqlalchemy import util
 from sqlalchemy.exc import MissingGreenlet
 from sqlalchemy.schema import Column, ColumnDefault
+from sqlalchemy.util import concurrency
 
 T = TypeVar("T")
 
@@ -25,6 +26,8 @@ INTERNALS = {
     "HasMemoized._reset_memoizations": "attach_column_default: forget the former default",
     "DefaultExecutionContext.compiled_parameters": "statement_rows: the rows of one statement",
     "sqlalchemy.util.await_only / await_": "await_in_greenlet: await under AsyncSession",
+    "sqlalchemy.util.greenlet_spawn": "sync_in_greenlet: read a column floor from a coroutine",
+    "sqlalchemy.util.concurrency.in_greenlet": "can_block: whether an asyncio connection works",
 }
 """Each internal used, with the function that uses it and what for."""
 
@@ -113,3 +116,27 @@ def await_in_greenlet(coroutine: Coroutine[Any, Any, T]) -> T:
         coroutine.close()
         raise
     return result
+
+
+async def sync_in_greenlet(fn: Callable[..., T], *args: Any) -> T:
+    """Run ``fn(*args)``, synchronous SQLAlchemy code, from a coroutine: in a greenlet, so that
+    a connection of an asyncio engine (``AsyncSession``'s, ``AsyncEngine.sync_engine``'s) can
+    run statements (and a blocking one simply runs). ``sqlalchemy.util.greenlet_spawn`` is what
+    ``AsyncSession.run_sync`` uses, and is not documented as public API."""
+    spawn = getattr(util, "greenlet_spawn", None)
+    if spawn is None:
+        raise InternalChanged("sqlalchemy.util.greenlet_spawn", "it is gone")
+    result: T = await spawn(fn, *args)
+    return result
+
+
+def can_block_on(dialect: Any) -> bool:
+    """Whether synchronous code running here can execute statements of ``dialect``: always for
+    a blocking driver; for an asyncio one only inside SQLAlchemy's greenlet (the ORM under
+    ``AsyncSession``), as ``sqlalchemy.util.concurrency.in_greenlet`` tells."""
+    if not getattr(dialect, "is_async", False):
+        return True
+    check = getattr(concurrency, "in_greenlet", None)
+    if check is None:
+        raise InternalChanged("sqlalchemy.util.concurrency.in_greenlet", "it is gone")
+    return bool(check())
