@@ -12,15 +12,17 @@ ids``) measures, in one run on one Redis, each call timed alternately with a ``P
    (``snowflake-id``, its worker number given by hand);
 3. per strategy present, ``next_id()`` and ``next_ids(1000)``: IDs/s, the median per-ID latency and
    its ratio to ``PING``;
-4. asyncio: ``redis.asyncio`` ``INCR`` with 64 concurrent tasks on one client, and the library's
-   async front end (``sa_redis_ids.asyncio``, when it exists) at 64 tasks, in alternating rounds:
-   IDs/s and the ratio to ``redis.asyncio`` ``INCR``;
-5. buffered Sequence / DatePrefixed (``block=``) in one thread, in 4 threads sharing one generator,
+4. concurrency, unbuffered (``benchmarks.concurrency``): ``next_id()`` of one generator per
+   strategy from 64 asyncio tasks and from 16 threads, against ``INCR`` from as many tasks
+   (``redis.asyncio``) or threads (redis-py), in alternating rounds: IDs/s and the ratio to ``INCR``;
+5. the server's cost per call (``benchmarks.server_info``): ``INFO commandstats`` time and
+   ``INFO cpu`` per call of ``INCR``, an empty ``EVALSHA`` and each strategy's ``next_id()``;
+6. buffered Sequence / DatePrefixed (``block=``) in one thread, in 4 threads sharing one generator,
    and in 4 processes: IDs/s and the ratio to the unbuffered ``INCR``;
-6. the ORM insert benchmark (``benchmarks/orm_insert.py``) when ``--orm-rows N`` is given.
+7. the ORM insert benchmark (``benchmarks/orm_insert.py``) when ``--orm-rows N`` is given.
 
 A peer that cannot run (PostgreSQL unreachable, a package missing) gets a row saying so. It prints
-three tables and the targets (met or not), writes JSON to ``benchmarks/results/`` and, if matplotlib
+five tables and the targets (met or not), writes JSON to ``benchmarks/results/`` and, if matplotlib
 is installed (extra ``plot``), a PNG chart. Keys live under a fresh prefix and are deleted at the
 end; nothing else on the server is touched.
 """
@@ -30,19 +32,19 @@ from __future__ import annotations
 import argparse
 import asyncio
 import importlib
-import inspect
 import multiprocessing
 import os
 import threading
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from sqlalchemy.engine import make_url
 
+from benchmarks.concurrency import Measured, measure_async, measure_threads
 from benchmarks.report import (
     RESULTS,
     Progress,
@@ -57,6 +59,7 @@ from benchmarks.report import (
     time_paired,
     write_json,
 )
+from benchmarks.server_info import measure_server
 from sa_redis_ids import Buffering, IdGenerator, RedisIds
 
 URL_ENV = "SA_REDIS_IDS_URL"
@@ -82,13 +85,28 @@ BUFFERED = ("sequence", "date_prefixed")
 
 SEQUENCE_PING_TARGET = 1.10
 """``sequence.next_id()`` latency, as a multiple of a ``PING`` on the same connection."""
-STRATEGY_PING_TARGET = 1.25
+STRATEGY_PING_TARGET = 1.20
 """Every strategy's ``next_id()`` latency, as a multiple of ``PING``."""
 NEXTVAL_TARGET = 1.0
 """``sequence.next_id()`` time per ID relative to PostgreSQL ``nextval`` per ID (both × PING)."""
-ASYNC_VS_INCR_TARGET = 0.8
-"""The async sequence's IDs/s at 64 tasks, as a fraction of ``redis.asyncio`` ``INCR``'s."""
+ASYNC_VS_INCR_TARGET = 5.0
+"""Unbuffered IDs/s of 64 asyncio tasks sharing a generator, as a multiple of ``redis.asyncio``
+``INCR``'s at 64 tasks (sequence, snowflake, daily_code)."""
+THREADS_VS_INCR_TARGET = 3.0
+"""Unbuffered IDs/s of 16 threads sharing a generator, as a multiple of redis-py ``INCR``'s at 16
+threads."""
+CONCURRENCY_TARGETED = ("sequence", "snowflake", "daily_code")
+SERVER_CPU_SEQUENCE_TARGET = 1.3
+"""Server CPU per ``sequence.next_id()`` call (``INFO cpu``), as a multiple of an ``INCR``'s."""
+SERVER_CPU_TARGET = 1.6
+"""Server CPU per ``next_id()`` call of every strategy, as a multiple of an ``INCR``'s."""
+SERVER_USEC_SEQUENCE_TARGET = 5.0
+"""``INFO commandstats`` µs per ``sequence.next_id()`` script call."""
 BATCH_SPEEDUP_TARGET = 100.0
+SHORT_ID_BATCH_TARGET = 200.0
+"""``short_id.next_ids(1000)`` IDs/s as a multiple of its ``next_id()``'s."""
+DAILY_CODE_BATCH_TARGET = 1.5
+"""``daily_code.next_ids(1000)`` time per ID as a multiple of ``sequence.next_ids(1000)``'s."""
 BUFFERED_VS_INCR_TARGET = 300.0
 BUFFERED_IDS_PER_S_TARGET = 1_000_000.0
 
@@ -115,6 +133,12 @@ class Settings:
     async_ids: int = 20_000
     """IDs per async contender, drawn in ``async_rounds`` rounds alternating with the others."""
     async_rounds: int = 4
+    concurrent_threads: int = 16
+    threads_ids: int = 20_000
+    """IDs per thread contender, drawn in ``async_rounds`` rounds alternating with the others."""
+    server_calls: int = 2000
+    """Single calls per contender and round of the server-cost table."""
+    server_rounds: int = 3
     orm_rows: int | None = None
     chart: bool = True
     out_dir: Path = field(default=RESULTS)
@@ -131,6 +155,9 @@ class Settings:
             budget_s=2.0,
             async_ids=1_280,
             async_rounds=2,
+            threads_ids=640,
+            server_calls=50,
+            server_rounds=1,
         )
 
 
@@ -369,85 +396,81 @@ def _measure_peers(
     return rows, incr, pg_version
 
 
-# -- asyncio: many tasks on one client --------------------------------------------------------------
+# -- concurrency: many threads or asyncio tasks, unbuffered -----------------------------------------
 
 
-async def _gather_seconds(
-    call: Callable[[], Awaitable[object]], tasks: int, per_task: int
-) -> float:
-    """Seconds for ``tasks`` concurrent tasks to await ``call()`` ``per_task`` times each."""
-
-    async def work() -> None:
-        for _ in range(per_task):
-            await call()
-
-    start = time.perf_counter()
-    await asyncio.gather(*(work() for _ in range(tasks)))
-    return time.perf_counter() - start
-
-
-async def _close(thing: Any) -> None:
-    for name in ("aclose", "close"):
-        method = getattr(thing, name, None)
-        if callable(method):
-            done = method()
-            if inspect.isawaitable(done):
-                await done
-            return
-
-
-async def _measure_async(settings: Settings, prefix: str) -> list[Row]:
-    """``redis.asyncio`` ``INCR`` and the async sequence, ``async_tasks`` tasks on one client each,
-    in alternating rounds so both see the same load."""
-    assert settings.redis_url
-    tasks = settings.async_tasks
-    if settings.cluster:
-        from redis.asyncio.cluster import RedisCluster
-
-        client: Any = RedisCluster.from_url(settings.redis_url, socket_timeout=10)
-    else:
-        import redis.asyncio
-
-        client = redis.asyncio.Redis.from_url(settings.redis_url, socket_timeout=10)
-    incr_key = f"{prefix}:{{bench}}:async_incr"
-    contenders: dict[tuple[str, str], Callable[[], Awaitable[object]]] = {
-        ("redis.asyncio", f"INCR, {tasks} tasks"): lambda: client.incr(incr_key)
-    }
-    library: Any = None
-    unavailable: str | None = None
-    try:
-        from sa_redis_ids.asyncio import AsyncRedisIds
-    except ImportError as exc:
-        unavailable = f"not available: {exc}"
-    else:
-        options = {"cluster": True} if settings.cluster else {}
-        library = AsyncRedisIds.from_url(settings.redis_url, prefix=prefix, **options)
-        generator = library.sequence("bench_async_sequence")
-        await generator.next_ids(3)
-        contenders[("sequence (async)", f"next_id(), {tasks} tasks")] = generator.next_id
-    totals = {name: [0, 0.0] for name in contenders}
-    try:
-        for call in contenders.values():
-            await _gather_seconds(call, tasks, 2)  # every task's connection opened
-        per_task = max(1, settings.async_ids // settings.async_rounds // tasks)
-        for _ in range(settings.async_rounds):
-            for name, call in contenders.items():
-                totals[name][0] += tasks * per_task
-                totals[name][1] += await _gather_seconds(call, tasks, per_task)
-    finally:
-        if library is not None:
-            await _close(library)
-        await _close(client)
+def _concurrency_rows(group: str, measured: list[Measured]) -> list[Row]:
+    """Rows of one concurrency table: IDs/s, wall µs per ID and the ratio to the INCR peer (the
+    first contender)."""
     rows: list[Row] = []
     incr_rate = 0.0
-    for (strategy, mode), (count, seconds) in totals.items():
+    for strategy, mode, count, seconds in measured:
         rate = count / seconds
-        incr_rate = incr_rate or rate  # the first contender is INCR
-        row = Row("async", strategy, mode, int(count), seconds, rate, seconds / count * 1e6)
+        incr_rate = incr_rate or rate
+        row = Row(group, strategy, mode, count, seconds, rate, seconds / count * 1e6)
         row.ratio = rate / incr_rate
         rows.append(row)
-    if unavailable:
-        rows.append(_missing("async", "sequence (async)", f"next_id(), {tasks} tasks", unavailable))
+    return rows
+
+
+def _measure_async(settings: Settings, prefix: str) -> list[Row]:
+    """``redis.asyncio`` ``INCR`` and the strategies' asyncio ``next_id()``, ``async_tasks`` tasks."""
+    assert settings.redis_url
+    tasks = settings.async_tasks
+    try:
+        measured = asyncio.run(
+            measure_async(
+                settings.redis_url,
+                prefix,
+                cluster=settings.cluster,
+                tasks=tasks,
+                ids_each=settings.async_ids,
+                rounds=settings.async_rounds,
+            )
+        )
+    except ImportError as exc:
+        note = f"not available: {exc}"
+        return [_missing("async", "sequence (async)", f"next_id(), {tasks} tasks", note)]
+    return _concurrency_rows("async", measured)
+
+
+def _measure_threads(settings: Settings, prefix: str) -> list[Row]:
+    """redis-py ``INCR`` and the strategies' ``next_id()``, ``concurrent_threads`` threads."""
+    assert settings.redis_url
+    measured = measure_threads(
+        settings.redis_url,
+        prefix,
+        cluster=settings.cluster,
+        threads=settings.concurrent_threads,
+        ids_each=settings.threads_ids,
+        rounds=settings.async_rounds,
+    )
+    return _concurrency_rows("threads", measured)
+
+
+def _measure_server(settings: Settings, ids: RedisIds, prefix: str, incr_key: str) -> list[Row]:
+    """The server's cost per call of ``INCR``, an empty script and each strategy's ``next_id()``."""
+    client = ids.nodes.nodes[0].client
+    empty = client.register_script("return 1")
+    lua_key = f"{prefix}:{{bench}}:lua"
+    contenders: dict[str, tuple[Callable[[], object], str]] = {
+        "redis-py INCR": (lambda: client.incr(incr_key), "incrby"),  # redis-py sends INCRBY
+        "EVALSHA 'return 1'": (lambda: empty(keys=[lua_key]), "evalsha"),
+    }
+    for name in _available(ids):
+        generator = _generator(ids, name, f"bench_server_{name}")
+        generator.next_id()
+        contenders[f"{name} next_id()"] = (generator.next_id, "evalsha")
+    costs = measure_server(
+        client, contenders, calls=settings.server_calls, rounds=settings.server_rounds
+    )
+    rows: list[Row] = []
+    incr_cpu = costs[0][4]
+    for name, command, count, usec, cpu in costs:
+        row = Row("server", name, command.upper(), count, 0.0, 0.0, cpu)
+        row.ratio = cpu / incr_cpu if incr_cpu > 0 else None
+        row.extra = {"commandstats_usec_per_call": usec, "cpu_usec_per_call": cpu}
+        rows.append(row)
     return rows
 
 
@@ -549,11 +572,13 @@ def run(settings: Settings) -> dict[str, Any]:
     embedded = not settings.redis_url
     names = _available(ids)
     buffered = [name for name in BUFFERED if name in names]
-    steps = 2 + 6 + 2 * len(names) + 1 + 3 * len(buffered) + (1 if settings.orm_rows else 0)
+    steps = 2 + 6 + 2 * len(names) + 3 + 3 * len(buffered) + (1 if settings.orm_rows else 0)
     progress = Progress(steps, quiet=settings.quiet)
     strategy_rows: list[Row] = []
     buffered_rows: list[Row] = []
     async_rows: list[Row] = []
+    thread_rows: list[Row] = []
+    server_rows: list[Row] = []
     pg_version: str | None = None
     try:
         client = ids.nodes.nodes[0].client
@@ -611,7 +636,21 @@ def run(settings: Settings) -> dict[str, Any]:
                     _missing("async", strategy, f"{mode}, {settings.async_tasks} tasks", note)
                 )
         else:
-            async_rows = asyncio.run(_measure_async(settings, prefix))
+            async_rows = _measure_async(settings, prefix)
+        progress.step(f"{settings.concurrent_threads} threads")
+        if embedded:
+            note = "n/a: the embedded Redis is not a real round trip"
+            mode = f"{settings.concurrent_threads} threads"
+            for strategy, how in (("redis-py", "INCR"), ("sequence", "next_id()")):
+                thread_rows.append(_missing("threads", strategy, f"{how}, {mode}", note))
+        else:
+            thread_rows = _measure_threads(settings, prefix)
+        progress.step("server cost per call")
+        if embedded or settings.cluster:
+            note = "n/a: " + ("a cluster reports per node" if settings.cluster else "embedded")
+            server_rows.append(_missing("server", "redis-py INCR", "INCR", note))
+        else:
+            server_rows = _measure_server(settings, ids, prefix, f"{prefix}:{{bench}}:incr")
 
         incr_row = _row("buffered", "INCR (unbuffered)", "1 thread", incr, ping)
         incr_row.ratio = 1.0
@@ -639,7 +678,9 @@ def run(settings: Settings) -> dict[str, Any]:
         "strategies": [asdict(row) for row in strategy_rows],
         "buffered": [asdict(row) for row in buffered_rows],
         "async": [asdict(row) for row in async_rows],
-        "targets": targets(strategy_rows, buffered_rows, async_rows),
+        "threads": [asdict(row) for row in thread_rows],
+        "server": [asdict(row) for row in server_rows],
+        "targets": targets(strategy_rows, buffered_rows, async_rows, thread_rows, server_rows),
         "orm": orm,
     }
     if pg_version:
@@ -747,7 +788,11 @@ def _target(text: str, measured: float | None, met: bool, note: str = "") -> dic
 
 
 def targets(
-    strategy_rows: Sequence[Row], buffered_rows: Sequence[Row], async_rows: Sequence[Row] = ()
+    strategy_rows: Sequence[Row],
+    buffered_rows: Sequence[Row],
+    async_rows: Sequence[Row] = (),
+    thread_rows: Sequence[Row] = (),
+    server_rows: Sequence[Row] = (),
 ) -> list[dict[str, Any]]:
     """The targets, each with what was measured and whether it was met (``measured`` is ``None``
     and ``met`` false when the row it needs could not be measured; ``note`` says why)."""
@@ -820,17 +865,86 @@ def targets(
                 seq.ids_per_s > BUFFERED_IDS_PER_S_TARGET,
             )
         )
-    if async_rows:
-        text = (
-            f"async sequence next_id() at {async_rows[0].mode.split(', ')[-1]} "
-            f">= {ASYNC_VS_INCR_TARGET}× IDs/s of redis.asyncio INCR"
+    found += _concurrency_targets(async_rows, "redis.asyncio INCR", ASYNC_VS_INCR_TARGET)
+    found += _concurrency_targets(thread_rows, "redis-py INCR", THREADS_VS_INCR_TARGET)
+    found += _server_targets(server_rows)
+    found += _batch_targets(batches)
+    return found
+
+
+def _concurrency_targets(rows: Sequence[Row], peer: str, target: float) -> list[dict[str, Any]]:
+    """Each targeted strategy's shared ``next_id()`` at the table's concurrency vs its INCR peer."""
+    if not rows:
+        return []
+    found: list[dict[str, Any]] = []
+    concurrency = rows[0].mode.split(", ")[-1]
+    for name in CONCURRENCY_TARGETED:
+        text = f"{name} next_id() at {concurrency} >= {target:g}× IDs/s of {peer}"
+        mine = next(
+            (r for r in rows if r.strategy.split(" ")[0] == name and "share_calls" not in r.mode),
+            None,
         )
-        mine = next((r for r in async_rows if r.strategy.startswith("sequence")), None)
         if mine is None or not mine.ids or mine.ratio is None:
-            note = mine.note if mine is not None else "not measured"
+            note = mine.note if mine is not None else rows[-1].note or "not measured"
             found.append(_target(text, None, False, note))
         else:
-            found.append(_target(text, round(mine.ratio, 3), mine.ratio >= ASYNC_VS_INCR_TARGET))
+            found.append(_target(text, round(mine.ratio, 2), mine.ratio >= target))
+    return found
+
+
+def _server_targets(rows: Sequence[Row]) -> list[dict[str, Any]]:
+    """Server CPU per call against an INCR's, and the sequence script's commandstats time."""
+    if not rows:
+        return []
+    found: list[dict[str, Any]] = []
+    strategies = [r for r in rows if r.strategy.endswith("next_id()")]
+    if not strategies:
+        note = rows[0].note or "not measured"
+        return [_target("server CPU per next_id() <= 1.6× an INCR's", None, False, note)]
+    for row in strategies:
+        name = row.strategy.split(" ")[0]
+        limit = SERVER_CPU_SEQUENCE_TARGET if name == "sequence" else SERVER_CPU_TARGET
+        ratio = row.ratio
+        text = f"server CPU per {name} next_id() <= {limit:g}× an INCR's (INFO cpu)"
+        met = ratio is not None and ratio <= limit
+        found.append(_target(text, None if ratio is None else round(ratio, 2), met))
+        if name == "sequence":
+            usec = row.extra["commandstats_usec_per_call"]
+            found.append(
+                _target(
+                    f"sequence script <= {SERVER_USEC_SEQUENCE_TARGET:g} µs per call "
+                    "(INFO commandstats)",
+                    round(usec, 2),
+                    usec <= SERVER_USEC_SEQUENCE_TARGET,
+                )
+            )
+    return found
+
+
+def _batch_targets(batches: dict[str, Row]) -> list[dict[str, Any]]:
+    """``short_id``'s batch against its ``next_id()``; ``daily_code``'s per ID against a
+    sequence's."""
+    found: list[dict[str, Any]] = []
+    short = batches.get("short_id")
+    if short is not None:
+        speedup = short.extra["speedup_vs_next_id"]
+        found.append(
+            _target(
+                f"short_id {short.mode} >= {SHORT_ID_BATCH_TARGET:.0f}× IDs/s of its next_id()",
+                round(speedup, 1),
+                speedup >= SHORT_ID_BATCH_TARGET,
+            )
+        )
+    daily, sequence = batches.get("daily_code"), batches.get("sequence")
+    if daily is not None and sequence is not None and daily.ratio and sequence.ratio:
+        relative = daily.ratio / sequence.ratio  # both timed alternately with PING
+        found.append(
+            _target(
+                f"daily_code {daily.mode} per ID <= {DAILY_CODE_BATCH_TARGET:g}× sequence's",
+                round(relative, 2),
+                relative <= DAILY_CODE_BATCH_TARGET,
+            )
+        )
     return found
 
 
@@ -839,6 +953,21 @@ def targets(
 STRATEGY_HEADERS = ("strategy", "call", "IDs/s", "µs/ID (median)", "call × PING", "note")
 BUFFERED_HEADERS = ("generator", "mode", "IDs/s", "µs/ID", "× INCR", "note")
 ASYNC_HEADERS = ("generator", "call", "IDs/s", "µs/ID (wall)", "× redis.asyncio INCR", "note")
+THREADS_HEADERS = ("generator", "call", "IDs/s", "µs/ID (wall)", "× redis-py INCR", "note")
+SERVER_HEADERS = ("call", "command", "commandstats µs/call", "CPU µs/call", "CPU × INCR", "note")
+
+
+def _server_cells(row: dict[str, Any]) -> list[object]:
+    if not row["ids"]:
+        return [row["strategy"], row["mode"], "-", "-", "-", row["note"]]
+    return [
+        row["strategy"],
+        row["mode"],
+        row["extra"]["commandstats_usec_per_call"],
+        row["extra"]["cpu_usec_per_call"],
+        row["ratio"] if row["ratio"] is not None else "-",
+        row["note"],
+    ]
 
 
 def _strategy_cells(row: dict[str, Any]) -> list[object]:
@@ -874,6 +1003,10 @@ def render(result: dict[str, Any], *, markdown: bool = False) -> str:
         "",
         make(ASYNC_HEADERS, [_buffered_cells(r) for r in result.get("async", [])]),
         "",
+        make(THREADS_HEADERS, [_buffered_cells(r) for r in result.get("threads", [])]),
+        "",
+        make(SERVER_HEADERS, [_server_cells(r) for r in result.get("server", [])]),
+        "",
         make(BUFFERED_HEADERS, [_buffered_cells(r) for r in result["buffered"]]),
         "",
         "Targets:",
@@ -898,7 +1031,12 @@ def render(result: dict[str, Any], *, markdown: bool = False) -> str:
 
 def chart(result: dict[str, Any], path: Path) -> Path | None:
     rows = [
-        r for r in result["strategies"] + result.get("async", []) + result["buffered"] if r["ids"]
+        r
+        for r in result["strategies"]
+        + result.get("async", [])
+        + result.get("threads", [])
+        + result["buffered"]
+        if r["ids"]
     ]
     labels = [f"{r['strategy']} {r['mode']}" for r in rows]
     return bar_chart(

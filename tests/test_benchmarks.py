@@ -5,10 +5,7 @@ Speed is never asserted here (a shared, noisy machine); the benchmark itself sta
 
 from __future__ import annotations
 
-import asyncio
 import json
-import sys
-import types
 from pathlib import Path
 from typing import Any
 
@@ -24,13 +21,29 @@ from tests.support.services import REDIS_URL
 
 TARGET_NAMES = (
     "sequence next_id() latency <= 1.10× PING",
-    "date_prefixed next_id() latency <= 1.25× PING",
+    "date_prefixed next_id() latency <= 1.20× PING",
     "at least as fast as PostgreSQL nextval() per ID",
     "next_ids(1000) >= 100×",
     "300× unbuffered INCR",
     "1,000,000 IDs/s",
-    ">= 0.8× IDs/s of redis.asyncio INCR",
+    "short_id next_ids(1000) >= 200× IDs/s of its next_id()",
+    "daily_code next_ids(1000) per ID <= 1.5× sequence's",
+    "sequence next_id() at 64 tasks >= 5× IDs/s of redis.asyncio INCR",
+    "daily_code next_id() at 64 tasks >= 5× IDs/s of redis.asyncio INCR",
+    "snowflake next_id() at 16 threads >= 3× IDs/s of redis-py INCR",
+    "<= 1.6× an INCR's",
 )
+REAL_TARGET_NAMES = (
+    "server CPU per sequence next_id() <= 1.3× an INCR's (INFO cpu)",
+    "server CPU per short_id next_id() <= 1.6× an INCR's (INFO cpu)",
+    "sequence script <= 5 µs per call (INFO commandstats)",
+)
+CONCURRENT_ROWS = [
+    ("sequence", "next_id(), {}"),
+    ("snowflake", "next_id(), {}"),
+    ("daily_code", "next_id(), {}"),
+    ("sequence", "next_id(), {}, share_calls=False"),
+]
 
 PEERS = [
     ("redis-py", "INCR"),
@@ -82,21 +95,36 @@ def _check_result(result: dict[str, Any], *, real: bool) -> None:
     seq = next(r for r in buffered if r["strategy"].startswith("sequence") and r["ids"])
     assert seq["extra"]["blocks_taken"] >= 1, "buffer statistics are part of the result"
     async_rows = _by_name(result["async"])
-    assert list(async_rows) == [
-        ("redis.asyncio", "INCR, 64 tasks"),
-        ("sequence (async)", "next_id(), 64 tasks"),
-    ]
-    incr = async_rows[("redis.asyncio", "INCR, 64 tasks")]
-    assert bool(incr["ids"]) == real
-    mine = async_rows[("sequence (async)", "next_id(), 64 tasks")]
-    if mine["ids"]:
-        assert mine["ids_per_s"] > 0 and mine["ratio"] > 0
+    thread_rows = _by_name(result["threads"])
+    server_rows = _by_name(result["server"])
+    if real:
+        assert list(async_rows) == [("redis.asyncio", "INCR, 64 tasks")] + [
+            (f"{name} (async)", mode.format("64 tasks")) for name, mode in CONCURRENT_ROWS
+        ]
+        assert list(thread_rows) == [("redis-py", "INCR, 16 threads")] + [
+            (name, mode.format("16 threads")) for name, mode in CONCURRENT_ROWS
+        ]
+        for row in [*async_rows.values(), *thread_rows.values()]:
+            assert row["ids"] > 0 and row["ids_per_s"] > 0 and row["ratio"] > 0
+        assert list(server_rows)[:2] == [
+            ("redis-py INCR", "INCRBY"),
+            ("EVALSHA 'return 1'", "EVALSHA"),
+        ]
+        assert ("sequence next_id()", "EVALSHA") in server_rows
+        for row in server_rows.values():
+            assert row["extra"]["cpu_usec_per_call"] > 0
+            assert row["extra"]["commandstats_usec_per_call"] > 0
     else:
-        assert mine["note"].startswith("not available" if real else "n/a")
+        assert list(async_rows) == [
+            ("redis.asyncio", "INCR, 64 tasks"),
+            ("sequence (async)", "next_id(), 64 tasks"),
+        ]
+        for row in [*async_rows.values(), *thread_rows.values(), *server_rows.values()]:
+            assert row["ids"] == 0 and row["note"].startswith("n/a")
     targets = result["targets"]
     assert isinstance(targets, list)
     texts = " | ".join(target["target"] for target in targets)
-    for name in TARGET_NAMES:
+    for name in TARGET_NAMES + (REAL_TARGET_NAMES if real else ()):
         assert name in texts
     assert all(isinstance(target["met"], bool) for target in targets)
     for target in targets:
@@ -171,63 +199,43 @@ def test_pg_dsn_accepts_libpq_and_sqlalchemy_urls() -> None:
     assert bench.pg_dsn("host=h dbname=d") == "host=h dbname=d"
 
 
-class _StubSequence:
-    def __init__(self, client: redis.asyncio.Redis, key: str):
-        self.client = client
-        self.key = key
-
-    async def next_id(self) -> int:
-        return int(await self.client.incr(self.key))
-
-    async def next_ids(self, n: int) -> list[int]:
-        last = int(await self.client.incrby(self.key, n))
-        return list(range(last - n + 1, last + 1))
-
-
-class _StubAsyncRedisIds:
-    """The shape the benchmark expects of ``sa_redis_ids.asyncio.AsyncRedisIds``."""
-
-    closed = False
-
-    def __init__(self, url: str, prefix: str):
-        self.client = redis.asyncio.Redis.from_url(url)
-        self.prefix = prefix
-
-    @classmethod
-    def from_url(cls, url: str, *, prefix: str) -> _StubAsyncRedisIds:
-        return cls(url, prefix)
-
-    def sequence(self, namespace: str) -> _StubSequence:
-        return _StubSequence(self.client, f"{self.prefix}:{namespace}")
-
-    async def aclose(self) -> None:
-        type(self).closed = True
-        await self.client.aclose()
-
-
-def test_the_async_rows_measure_an_async_front_end_when_one_imports(
-    real_redis: redis.Redis, monkeypatch: pytest.MonkeyPatch
+def test_the_concurrency_rows_share_a_generator_among_threads_and_tasks(
+    real_redis: redis.Redis,
 ) -> None:
-    module = types.ModuleType("sa_redis_ids.asyncio")
-    module.AsyncRedisIds = _StubAsyncRedisIds  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "sa_redis_ids.asyncio", module)
-    prefix = "benchtest_async"
-    settings = bench.Settings(redis_url=REDIS_URL, async_ids=256, async_rounds=2, async_tasks=8)
+    prefix = "benchtest_concurrency"
+    settings = bench.Settings(
+        redis_url=REDIS_URL,
+        async_ids=256,
+        async_rounds=2,
+        async_tasks=8,
+        concurrent_threads=4,
+        threads_ids=128,
+    )
     try:
-        rows = asyncio.run(bench._measure_async(settings, prefix))
+        async_rows = bench._measure_async(settings, prefix)
+        thread_rows = bench._measure_threads(settings, prefix)
     finally:
         for key in real_redis.scan_iter(match=f"{prefix}:*"):
             real_redis.delete(key)
-    assert [(r.strategy, r.mode) for r in rows] == [
-        ("redis.asyncio", "INCR, 8 tasks"),
-        ("sequence (async)", "next_id(), 8 tasks"),
+    assert [(r.strategy, r.mode) for r in async_rows] == [("redis.asyncio", "INCR, 8 tasks")] + [
+        (f"{name} (async)", mode.format("8 tasks")) for name, mode in CONCURRENT_ROWS
     ]
-    assert all(r.ids == 256 and r.ids_per_s > 0 and r.ratio for r in rows)
-    assert rows[0].ratio == 1.0
-    assert _StubAsyncRedisIds.closed, "the front end is closed"
-    (target,) = bench.targets([], [], rows)
-    assert "at 8 tasks" in target["target"] and isinstance(target["met"], bool)
-    assert target["measured"] == round(rows[1].ratio or 0, 3)
+    assert [(r.strategy, r.mode) for r in thread_rows] == [("redis-py", "INCR, 4 threads")] + [
+        (name, mode.format("4 threads")) for name, mode in CONCURRENT_ROWS
+    ]
+    assert all(r.ids == 256 and r.ids_per_s > 0 and r.ratio for r in async_rows)
+    assert all(r.ids == 128 and r.ids_per_s > 0 and r.ratio for r in thread_rows)
+    assert async_rows[0].ratio == thread_rows[0].ratio == 1.0
+    found = bench.targets([], [], async_rows, thread_rows)
+    assert [t["target"] for t in found] == [
+        f"{name} next_id() at {what} >= {goal}× IDs/s of {peer}"
+        for what, goal, peer in (
+            ("8 tasks", 5, "redis.asyncio INCR"),
+            ("4 threads", 3, "redis-py INCR"),
+        )
+        for name in ("sequence", "snowflake", "daily_code")
+    ]
+    assert found[0]["measured"] == round(async_rows[1].ratio or 0, 2)
 
 
 def test_the_server_cost_benchmark_reports_every_strategy_against_incr() -> None:

@@ -53,6 +53,7 @@ def test_each_thread_holds_its_own_connection_and_values_never_repeat(
 ) -> None:
     ids = RedisIds.from_url(server.url)
     users = ids.sequence("users")
+    users.share_calls = False  # every thread makes its own calls, on its own connection
     lane = _lane(ids)
     seen: list[int] = []
     held: set[int] = set()

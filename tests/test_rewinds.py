@@ -266,6 +266,19 @@ def test_a_short_id_bitmap_lost_gives_out_none_of_this_processes_values(
         pool.next_id()  # all 400 are taken again: the pool is full
 
 
+def test_a_short_id_bitmap_lost_after_batches_of_runs_gives_out_none_of_them(
+    backend: Backend,
+) -> None:
+    pool = backend.ids().short_id("codes", pool_size=3000, offset=1000)
+    before = pool.next_ids(1000) + pool.next_ids(700)  # batches that take runs of positions
+    forget(backend)
+    after = pool.next_ids(1300)
+    assert not set(before) & set(after)
+    assert sorted(before + after) == list(range(1000, 4000))
+    with pytest.raises(SequenceExhausted):
+        pool.next_id()
+
+
 def test_a_released_short_id_is_not_marked_again_after_a_loss(backend: Backend) -> None:
     pool = backend.ids().short_id("codes", pool_size=50, offset=0)
     taken = pool.next_ids(50)

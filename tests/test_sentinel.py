@@ -163,6 +163,7 @@ def test_a_failed_call_after_a_switch_over_closes_every_connection_to_the_old_ma
         sentinel_topology.addresses, sentinel_topology.service, prefix=name, client_name=name
     )
     seq = ids.sequence("users")
+    seq.share_calls = False  # a connection per thread: several to close
     _draw_in_threads(seq)
     old = sentinel_topology.master()
     assert _watched_clients(old, name) > 1
@@ -191,6 +192,7 @@ def test_an_asyncio_call_after_a_switch_over_closes_every_connection_to_the_old_
         )
         try:
             seq = ids.sequence("users")
+            seq.share_calls = False  # a connection per task: several to close
             await asyncio.gather(*(seq.next_id() for _ in range(20)))
             old = ports["old"] = sentinel_topology.master()
             ports["before"] = _watched_clients(old, name)

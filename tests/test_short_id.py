@@ -175,6 +175,60 @@ def test_values_are_random_not_sequential(ids: RedisIds) -> None:
     assert pool.stats().issued == 200
 
 
+def runs_of(values: list[int]) -> list[list[int]]:
+    """``values`` cut where a value does not follow the one before it."""
+    runs: list[list[int]] = []
+    for value in values:
+        if runs and runs[-1][-1] + 1 == value:
+            runs[-1].append(value)
+        else:
+            runs.append([value])
+    return runs
+
+
+def test_a_large_batch_takes_runs_at_random_places(ids: RedisIds) -> None:
+    pool = ids.short_id("users")  # 10000000–19999999
+    values = pool.next_ids(1000)
+    assert len(set(values)) == 1000
+    assert all(10_000_000 <= v <= 19_999_999 for v in values)
+    runs = runs_of(values)
+    assert all(len(run) <= 64 for run in runs), "a run is at most one window of 64 positions"
+    assert len(runs) >= 1000 // 64
+    starts = sorted(run[0] for run in runs)
+    assert starts[-1] - starts[0] > 1_000_000, "the windows are spread over the pool"
+    assert pool.stats().issued == 1000
+
+
+def test_a_large_batch_in_a_nearly_full_pool_takes_exactly_the_free_values(
+    ids: RedisIds,
+) -> None:
+    pool = ids.short_id("dense", pool_size=2000, offset=0)
+    kept = set(range(0, 2000, 7)) | set(range(3, 2000, 5))
+    assert pool.reserve(v for v in range(2000) if v not in kept) == 2000 - len(kept)
+    values = pool.next_ids(len(kept))  # windows give some; the search finds the rest
+    assert sorted(values) == sorted(kept)
+    with pytest.raises(SequenceExhausted):
+        pool.next_id()
+
+
+def test_a_large_batch_that_does_not_fit_gives_every_window_back(ids: RedisIds) -> None:
+    pool = ids.short_id("back", pool_size=1000, offset=0)
+    taken = pool.next_ids(300) + pool.next_ids(400)
+    with pytest.raises(SequenceExhausted):
+        pool.next_ids(301)
+    assert pool.stats().issued == 700
+    rest = pool.next_ids(300)
+    assert sorted(taken + rest) == list(range(1000))
+
+
+def test_a_large_batch_never_takes_past_a_pool_that_is_not_whole_bytes(ids: RedisIds) -> None:
+    pool = ids.short_id("odd", pool_size=1003, offset=0)
+    values = pool.next_ids(1003)
+    assert sorted(values) == list(range(1003))
+    with pytest.raises(SequenceExhausted):
+        pool.next_id()
+
+
 def test_next_ids_bounds(ids: RedisIds) -> None:
     pool = ids.short_id("users", pool_size=60_000)
     assert pool.next_ids(0) == []

@@ -46,6 +46,16 @@ class AsyncIdGenerator(Generic[V]):
         self._next_id = _plan(generator, "next_id") or plan_of(IdGenerator.next_id)
         self._next_ids = _plan(generator, "next_ids") or plan_of(IdGenerator.next_ids)
 
+    @property
+    def share_calls(self) -> bool:
+        """Whether concurrent tasks share round trips (the generator's
+        [`share_calls`][sa_redis_ids.generators.base.IdGenerator.share_calls])."""
+        return self.generator.share_calls
+
+    @share_calls.setter
+    def share_calls(self, value: bool) -> None:
+        self.generator.share_calls = value
+
     async def next_id(self, *args: Any, **options: Any) -> V:
         """One new value (a snowflake takes ``shard=`` as its sync ``next_id`` does)."""
         buffer = self.buffer

@@ -23,8 +23,9 @@ from sa_redis_ids.generators.highwater import (
 )
 from sa_redis_ids.keys import KeySpace
 from sa_redis_ids.observe import observed
-from sa_redis_ids.redis.plans import CallFloor, Command, Plan, now, planned, run_plan
+from sa_redis_ids.redis.plans import CallFloor, Command, Plan, now, planned, planned_as, run_plan
 from sa_redis_ids.redis.scripts import STATUS_CLAIM_MISMATCH, raise_for_status, reply_text
+from sa_redis_ids.sharing import Shared
 from sa_redis_ids.validation import check_int_option as check_int_option
 
 if TYPE_CHECKING:
@@ -126,6 +127,10 @@ class IdGenerator(ABC, Generic[V]):
         """The most counter steps a heal adds for the age of a mark (*Drift* in `highwater`;
         counter strategies only)."""
         self.high: HighWater[Any] = HighWater(len(nodes), self.namespace)
+        self.share_calls = True
+        """Whether concurrent callers share round trips (see `sa_redis_ids.sharing`); set it to
+        False to give each call a round trip of its own."""
+        self._shared: Shared[V] = Shared(self._take_plan, most=self.max_batch, slots=len(nodes))
 
     @property
     def _floor(self) -> Callable[..., Any] | None:
@@ -230,16 +235,33 @@ class IdGenerator(ABC, Generic[V]):
                     claim=ours,
                 )
 
-    @planned
-    def next_id(self) -> Plan[V]:
-        """One new value."""
-        return first(self._take_plan(1))
+    def _next_id_plan(self) -> Plan[V]:
+        """`next_id` as a plan (what the asyncio front end awaits)."""
+        return first(self._shared_take_plan(1))
 
-    @planned
-    def next_ids(self, n: int) -> Plan[list[V]]:
-        """``n`` new values in one Redis round trip (``[]`` for 0)."""
+    @planned_as(_next_id_plan)
+    def next_id(self) -> V:
+        """One new value."""
+        return self._take(1)[0]
+
+    def _next_ids_plan(self, n: int) -> Plan[list[V]]:
+        """`next_ids` as a plan (what the asyncio front end awaits)."""
         if check_count(n, most=self.max_batch) == 0:
             return now(list)
+        return self._shared_take_plan(n)
+
+    @planned_as(_next_ids_plan)
+    def next_ids(self, n: int) -> list[V]:
+        """``n`` new values in one Redis round trip (``[]`` for 0)."""
+        if check_count(n, most=self.max_batch) == 0:
+            return []
+        return self._take(n)
+
+    def _shared_take_plan(self, n: int) -> Plan[list[V]]:
+        """`_take_plan` (``n`` >= 1), its round trip shared with concurrent callers (threads,
+        or tasks on the asyncio front end) unless `share_calls` is off."""
+        if self.share_calls:
+            return self._shared.plan(n)
         return self._take_plan(n)
 
     @abstractmethod
@@ -248,7 +270,10 @@ class IdGenerator(ABC, Generic[V]):
         `plans`); what a strategy implements."""
 
     def _take(self, n: int) -> list[V]:
-        """Fetch ``n`` (>= 1) values in one round trip (sync)."""
+        """Fetch ``n`` (>= 1) values in one round trip (sync), shared with concurrent callers
+        unless `share_calls` is off (the threads' shared calls directly: no plan in between)."""
+        if self.share_calls:
+            return self._shared.threads.take(n)
         return run_plan(self._take_plan(n))
 
     def _call_plan(self, action: Callable[[Node], Plan[T]]) -> Plan[T]:

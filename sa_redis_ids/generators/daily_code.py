@@ -55,6 +55,30 @@ def check_code_prefix(prefix: object) -> str:
     return prefix
 
 
+TAIL_DIGITS = 3
+TAIL_SPAN = 10**TAIL_DIGITS
+_TAILS = [f"{tail:03d}" for tail in range(TAIL_SPAN)]
+"""The last three digits of every counter, formatted once: a batch's codes are a head per
+thousand counters plus one of these (a string concatenation per code, not a formatting)."""
+
+
+def _compose_by_tails(part: str, digits: int, first: int, n: int, step: int) -> list[str]:
+    """The codes of counters ``first, first + step, …`` (``n`` of them): for each thousand they
+    span, its head (``part`` and the leading digits) followed by the counters' last three
+    digits."""
+    out: list[str] = []
+    last = first + (n - 1) * step
+    counter = first
+    lead_digits = digits - TAIL_DIGITS
+    while counter <= last:
+        thousand, tail = divmod(counter, TAIL_SPAN)
+        head = f"{part}{thousand:0{lead_digits}d}"
+        end = min(TAIL_SPAN, last - thousand * TAIL_SPAN + 1)
+        out += [head + text for text in _TAILS[tail:end:step]]
+        counter += -(-(end - tail) // step) * step
+    return out
+
+
 class DailyCodeGenerator(DatedGenerator[str]):
     """Codes ``prefix + YYYYMMDD + counter``, the counter restarting at 1 every local day."""
 
@@ -129,7 +153,10 @@ class DailyCodeGenerator(DatedGenerator[str]):
         digits = self.digits
         if n == 1:
             return [f"{part}{first:0{digits}d}"]
-        return [f"{part}{counter:0{digits}d}" for counter in range(first, first + n * step, step)]
+        if digits <= TAIL_DIGITS or n < TAIL_SPAN // 10:
+            form = f"{part}%0{digits}d"
+            return list(map(form.__mod__, range(first, first + n * step, step)))
+        return _compose_by_tails(part, digits, first, n, step)
 
     def parse(self, code: str) -> DailyCodeParts:
         """Prefix, day, counter and issuing node of ``code``; ``ValueError`` if it is not a code

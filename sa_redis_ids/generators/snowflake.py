@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, ClassVar
 from sa_redis_ids.errors import ConfigError, ScriptError
 from sa_redis_ids.generators.base import IdGenerator, check_count, check_int_option, first
 from sa_redis_ids.generators.day_window import EMPTY_RANGE, aware_instant
-from sa_redis_ids.redis.plans import Plan, Run, now, planned
+from sa_redis_ids.redis.plans import Plan, Run, now, planned_as, run_plan
 from sa_redis_ids.redis.scripts import NeedsFloor, check_reply, reply_text
 
 if TYPE_CHECKING:
@@ -397,19 +397,31 @@ class SnowflakeGenerator(IdGenerator[int]):
         """How many sequence values of a millisecond ``node`` owns (those ``≡ index mod count``)."""
         return node.counter_through(0, self.layout.max_sequence)
 
-    @planned
-    def next_id(self, shard: int = 0) -> Plan[int]:
+    def _next_id_plan(self, shard: int = 0) -> Plan[int]:
+        """`next_id` as a plan (what the asyncio front end awaits)."""
+        check_shard(shard, self.layout)
+        return first(self._shared_take_plan(1) if shard == 0 else self._take_plan(1, shard))
+
+    @planned_as(_next_id_plan)
+    def next_id(self, shard: int = 0) -> int:
         """One new ID for ``shard`` (ValueError if the shard does not fit its bits)."""
         check_shard(shard, self.layout)
-        return first(self._take_plan(1, shard))
+        return self._take(1)[0] if shard == 0 else run_plan(self._take_plan(1, shard))[0]
 
-    @planned
-    def next_ids(self, n: int, shard: int = 0) -> Plan[list[int]]:
-        """``n`` new IDs for ``shard`` in one Redis round trip, increasing (``[]`` for 0)."""
+    def _next_ids_plan(self, n: int, shard: int = 0) -> Plan[list[int]]:
+        """`next_ids` as a plan (what the asyncio front end awaits)."""
         check_shard(shard, self.layout)
         if check_count(n, most=self.max_batch) == 0:
             return now(list)
-        return self._take_plan(n, shard)
+        return self._shared_take_plan(n) if shard == 0 else self._take_plan(n, shard)
+
+    @planned_as(_next_ids_plan)
+    def next_ids(self, n: int, shard: int = 0) -> list[int]:
+        """``n`` new IDs for ``shard`` in one Redis round trip, increasing (``[]`` for 0)."""
+        check_shard(shard, self.layout)
+        if check_count(n, most=self.max_batch) == 0:
+            return []
+        return self._take(n) if shard == 0 else run_plan(self._take_plan(n, shard))
 
     def _take_plan(self, n: int, shard: int = 0) -> Plan[list[int]]:
         """``n`` (>= 1) IDs for ``shard`` (already checked) from the next node that answers."""

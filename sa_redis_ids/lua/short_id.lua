@@ -20,8 +20,13 @@
 --          read when ARGV[7] is "", so a process that saw one may send "")
 -- ARGV[9]  the node identity (replication ID) this process saw last ("": none yet); a node that
 --          moved since (a promoted replica, not a restart from its own data) must be healed
+-- ARGV[10] span: "0" takes each value at its own random position (the positions of ARGV[4]);
+--          S > 0 takes runs: each 6 random bytes of ARGV[4] name a byte where a window of S bytes
+--          starts, whose free positions are all taken (one GETRANGE and one SETRANGE per window),
+--          until n are taken; what the windows did not give is then searched value by value
 -- Returns  ok_reply("p1,p2,...", total, generation, identity): the positions taken, in order, as one
---                                   comma-separated string, the running total after them, the
+--                                   comma-separated string (with a span: "first:count,...", runs of
+--                                   consecutive positions), the running total after them, the
 --                                   generation and the node identity
 --          {1, positions taken}     the share has fewer free positions than asked: nothing taken
 --          {2, recorded claim}      node claim mismatch: nothing taken
@@ -107,6 +112,95 @@ end
 
 local taken = {}
 local n = tonumber(ARGV[3])
+
+-- Runs: take every free position of S-byte windows at random bytes (a byte past the string's end
+-- is free), then search one by one for what is left. All or nothing: when the share runs out, every
+-- window is written back as it was and every single bit cleared again.
+local span = tonumber(ARGV[10])
+if span > 0 then
+  local runs, got, windows, singles = {}, 0, {}, {}
+  local run_first, run_count = -1, 0
+  local function close_run()
+    if run_count > 0 then
+      runs[#runs + 1] = string.format('%d:%d', run_first, run_count)
+    end
+    run_first, run_count = -1, 0
+  end
+  local function add(pos, count)
+    if run_count > 0 and run_first + run_count == pos then
+      run_count = run_count + count
+    else
+      close_run()
+      run_first, run_count = pos, count
+    end
+    got = got + count
+  end
+  local tries = math.floor(string.len(random) / 6)
+  for i = 1, tries do
+    if got >= n then
+      break
+    end
+    local first = math.floor(random_bit(i) / 8) % size
+    local last = math.min(first + span, size) - 1
+    local old = redis.call('GETRANGE', key, first, last)
+    local new = {}
+    for b = first, last do
+      local byte = string.byte(old, b - first + 1) or 0
+      local base = b * 8
+      if byte == 0 and got + 8 <= n and base + 8 <= bits then
+        add(base, 8)
+        byte = 255
+      elseif byte ~= 255 then
+        local weight = 128
+        for j = 0, 7 do
+          local taken_bit = byte % (weight * 2) >= weight
+          if not taken_bit and got < n and base + j < bits then
+            add(base + j, 1)
+            byte = byte + weight
+          elseif taken_bit then
+            close_run()
+          end
+          weight = weight / 2
+        end
+      else
+        close_run()
+      end
+      new[#new + 1] = string.char(byte)
+    end
+    close_run()
+    local written = table.concat(new)
+    if written ~= old then
+      windows[#windows + 1] = {first, old}
+      redis.call('SETRANGE', key, first, written)
+      if first + #written > length then
+        length = first + #written
+      end
+    end
+  end
+  while got < n do
+    local pos = find_free(math.floor(random_bit(1 + (got % tries)) / 8))
+    if pos < 0 then
+      for w = #windows, 1, -1 do
+        local first, old = windows[w][1], windows[w][2]
+        local back = redis.call('GETRANGE', key, first, first + span - 1)
+        -- positions past the old string's end were free: write zeros there
+        redis.call('SETRANGE', key, first, old .. string.rep('\0', #back - #old))
+      end
+      for t = 1, #singles do
+        redis.call('SETBIT', key, singles[t], 0)
+      end
+      return {1, redis.call('BITCOUNT', key)}
+    end
+    redis.call('SETBIT', key, pos, 1)
+    if math.floor(pos / 8) >= length then
+      length = math.floor(pos / 8) + 1
+    end
+    singles[#singles + 1] = pos
+    add(pos, 1)
+    close_run()
+  end
+  return ok_reply(table.concat(runs, ','), redis.call('INCRBY', KEYS[3], n), generation, identity)
+end
 local CHUNK = 1000  -- BITFIELD subcommands per call (keeps unpack() far below Lua's stack limit)
 local unpack_args = unpack or table.unpack  -- Lua 5.1 in Redis; 5.4 in some embedded servers
 

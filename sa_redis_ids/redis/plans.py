@@ -204,6 +204,19 @@ def planned(plan: Callable[Concatenate[S, P], Plan[T]]) -> Callable[Concatenate[
     return method
 
 
+def planned_as(
+    plan: Callable[Concatenate[S, P], Plan[T]],
+) -> Callable[[Callable[Concatenate[S, P], T]], Callable[Concatenate[S, P], T]]:
+    """Mark a sync method as the sync form of the plan method ``plan``, for a sync path that does
+    better than running the plan (the asyncio front end awaits ``plan``, see `plan_of`)."""
+
+    def mark(method: Callable[Concatenate[S, P], T]) -> Callable[Concatenate[S, P], T]:
+        setattr(method, PLAN_ATTRIBUTE, plan)
+        return method
+
+    return mark
+
+
 def plan_of(method: object) -> Callable[..., Plan[Any]] | None:
     """The plan behind a `planned` method (looked up on the class), or None."""
     found: Callable[..., Plan[Any]] | None = getattr(method, PLAN_ATTRIBUTE, None)

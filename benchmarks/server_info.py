@@ -1,0 +1,59 @@
+"""What one call costs the Redis server: ``INFO commandstats`` time and ``INFO cpu`` per call.
+
+For each contender (``INCR``, an empty ``EVALSHA``, each strategy's ``next_id()``) the benchmark
+reads ``INFO commandstats`` and ``INFO cpu`` before and after a run of single calls:
+
+- **commandstats µs/call**: the growth of the command's ``usec`` over the growth of its ``calls``
+  (the time Redis spent executing it: the script, not the network);
+- **CPU µs/call**: the growth of ``used_cpu_user + used_cpu_sys`` over the calls made, i.e. the
+  whole server's CPU per call, reading and parsing the request and writing the reply included.
+
+Other clients of the same server add to both (their calls of the same command, their CPU), so the
+contenders run in alternating rounds and each keeps its lowest round. Run it against a server no
+one else uses for figures that mean something; a Redis Cluster reports per node and is skipped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+Cost = tuple[str, str, int, float, float]
+"""``(strategy, command, calls, commandstats µs per call, CPU µs per call)``."""
+
+
+def _reading(client: Any, command: str) -> tuple[int, int, float]:
+    """The command's ``calls`` and ``usec`` so far and the server's CPU seconds."""
+    stats = client.info("commandstats").get(f"cmdstat_{command}", {})
+    cpu = client.info("cpu")
+    return (
+        int(stats.get("calls", 0)),
+        int(stats.get("usec", 0)),
+        float(cpu["used_cpu_user"]) + float(cpu["used_cpu_sys"]),
+    )
+
+
+def measure_server(
+    client: Any,
+    contenders: dict[str, tuple[Callable[[], object], str]],
+    *,
+    calls: int,
+    rounds: int,
+) -> list[Cost]:
+    """The server's cost per call of each contender ``name: (call, command it sends)``."""
+    best: dict[str, tuple[float, float]] = {}
+    for _ in range(rounds):
+        for name, (call, command) in contenders.items():
+            calls_before, usec_before, cpu_before = _reading(client, command)
+            for _ in range(calls):
+                call()
+            calls_after, usec_after, cpu_after = _reading(client, command)
+            executed = max(1, calls_after - calls_before)
+            usec = (usec_after - usec_before) / executed
+            cpu = (cpu_after - cpu_before) * 1e6 / calls
+            found = best.get(name)
+            best[name] = (usec, cpu) if found is None else (min(found[0], usec), min(found[1], cpu))
+    return [
+        (name, command, calls * rounds, *best[name])
+        for name, (_call, command) in contenders.items()
+    ]

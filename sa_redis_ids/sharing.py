@@ -1,0 +1,359 @@
+"""Shared round trips: concurrent callers of one generator ride one script call together.
+
+Without sharing, 16 threads (or 64 asyncio tasks) each calling ``next_id()`` make 16 (64) round
+trips, and throughput is that of one command per caller, whatever the concurrency. With sharing, a
+generator lets at most one call per node be in flight; a caller that finds every such call busy
+*waits*, and when a call ends the requests that queued up meanwhile go out together as one
+``next_ids(k)`` (``k`` the sum of what they asked for, at most the strategy's ``max_batch``). Each
+caller gets its own values, in the order the script returned them (a contiguous slice of one
+reply), and nothing is drawn beyond what the waiting callers asked for: sharing leaves no gaps at
+exit and keeps daily codes dense, unlike buffering (``block=``).
+
+The first caller does not wait for anyone: it takes a free call slot and makes the call itself, on
+its own thread or task, so a lone caller's latency is one round trip, as without sharing (the
+bookkeeping is one lock taken twice). A generator's ``next_id``/``next_ids`` plans ask for the
+values with one `SharedTake` effect, which each driver carries out its own way. Only callers that
+arrive while calls are in flight queue up:
+
+- **Threads** (`SharedCalls`): the thread whose call ends makes the next call for the queued
+  requests at once, before it returns (it is running; a woken thread would first have to
+  win the GIL), then hands the requests queued meanwhile to the first of their threads, which does
+  the same. So no caller makes more than two calls, and every other call starts without waiting
+  for a thread to wake up.
+- **asyncio** (`AsyncSharedCalls`): when a call ends, the tasks it answered run first (so
+  those that call again join the next batch), then one task makes the next call for the queued
+  requests; its waiters are woken when the reply is in. State is kept per event loop.
+
+Errors: a call that fails fails each of its callers with the same exception (typed, as any
+call's). One exception: [`SequenceExhausted`][sa_redis_ids.SequenceExhausted] from a call for
+several callers sends each of them to try alone, so a counter near its end serves the requests
+that still fit, as it would without sharing.
+
+Cancellation (asyncio): a waiting task cancelled before its request went out leaves the queue and
+draws nothing; one cancelled while its request is in flight drops its values when they arrive: they
+are a gap, never handed to another caller (the same as cancelling a call without sharing).
+
+Fork: a child forgets calls in flight and queued requests it inherited (they are its parent's), as
+`sa_redis_ids.buffering` does with buffers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+import weakref
+from collections import deque
+from collections.abc import Callable
+from typing import Any, Generic, TypeVar
+
+from sa_redis_ids.errors import SequenceExhausted
+from sa_redis_ids.redis.plans import Effect, Plan, run_plan, run_plan_async
+
+V = TypeVar("V")
+
+
+class _Request(Generic[V]):
+    """One waiting caller's request: how many values, and what its shared call answered."""
+
+    __slots__ = ("alone", "error", "lead", "n", "taken", "values", "wake")
+
+    def __init__(self, n: int, wake: Any):
+        self.n = n
+        self.wake = wake
+        """What the waiter blocks on: a locked ``threading.Lock`` or an ``asyncio.Future``."""
+        self.values: list[V] | None = None
+        self.error: BaseException | None = None
+        self.alone = False
+        """The shared call ran out of values: try again alone."""
+        self.taken = False
+        """Left the queue in a batch (a cancelled waiter's values are then dropped)."""
+        self.lead: list[_Request[V]] | None = None
+        """The batch this (thread) waiter is to call for."""
+
+    def outcome(self) -> list[V] | None:
+        """The values, or raise the shared call's error; ``None``: the caller must call alone."""
+        if self.error is not None:
+            raise self.error
+        return None if self.alone else self.values
+
+
+class _Sharing(Generic[V]):
+    """What the thread and asyncio forms share: the queue, batching, and answering a batch."""
+
+    def __init__(self, take_plan: Callable[[int], Plan[list[V]]], *, most: int, slots: int):
+        self._take_plan = take_plan
+        """The strategy's plan fetching ``n`` values in one round trip."""
+        self.most = most
+        """The most values one call may take (the strategy's ``max_batch``)."""
+        self.slots = max(1, slots)
+        """How many calls may be in flight at once: one per node."""
+
+    def _next_batch(self, queue: deque[_Request[V]]) -> list[_Request[V]]:
+        """Take the queued requests that fit in one call, oldest first (at least one)."""
+        batch: list[_Request[V]] = []
+        total = 0
+        while queue and (not batch or total + queue[0].n <= self.most):
+            request = queue.popleft()
+            request.taken = True
+            total += request.n
+            batch.append(request)
+        return batch
+
+    def _answer(self, batch: list[_Request[V]]) -> Plan[None]:
+        """The plan of one call for ``batch``: each request gets its slice of the reply, or the
+        call's error (kept on the requests, raised by each waiter in its own thread or task)."""
+        total = sum(request.n for request in batch)
+        try:
+            values = yield from self._take_plan(total)
+        except SequenceExhausted as exc:
+            for request in batch:
+                if len(batch) > 1:
+                    request.alone = True
+                else:
+                    request.error = exc
+            return
+        except BaseException as exc:
+            for request in batch:
+                request.error = exc
+            return
+        start = 0
+        for request in batch:
+            end = start + request.n
+            request.values = values[start:end]
+            start = end
+
+
+_LIVE: weakref.WeakSet[SharedCalls[Any] | AsyncSharedCalls[Any]] = weakref.WeakSet()
+
+
+class SharedCalls(_Sharing[V]):
+    """Shared calls of one generator among threads (see the module doc)."""
+
+    def __init__(self, take_plan: Callable[[int], Plan[list[V]]], *, most: int, slots: int):
+        super().__init__(take_plan, most=most, slots=slots)
+        self._reset()
+        _LIVE.add(self)
+
+    def _reset(self) -> None:
+        self._lock = threading.Lock()
+        self._calls = 0
+        self._queue: deque[_Request[V]] = deque()
+
+    @property
+    def waiting(self) -> int:
+        """How many requests wait for a shared call now (monitoring: the queue's length)."""
+        return len(self._queue)
+
+    def take(self, n: int) -> list[V]:
+        """``n`` (>= 1) values: from a call of this thread's own when a call slot is free, else
+        from the next shared call."""
+        with self._lock:
+            lead = self._calls < self.slots
+            if lead:
+                self._calls += 1
+            else:
+                wake = threading.Lock()
+                wake.acquire()
+                request = _Request[V](n, wake)
+                self._queue.append(request)
+        if lead:
+            try:
+                return run_plan(self._take_plan(n))
+            finally:
+                self._pass_on()
+        try:
+            request.wake.acquire()
+        except BaseException:  # interrupted (KeyboardInterrupt): leave the queue, or serve
+            self._abandon(request)
+            raise
+        if request.lead is not None:
+            self._serve(request.lead)
+        values = request.outcome()
+        return run_plan(self._take_plan(n)) if values is None else values
+
+    def _pass_on(self) -> None:
+        """A call ended: make the next call for the queued requests at once (this thread is
+        running, a woken one would first have to be scheduled), then hand the requests queued
+        after that to the first of their threads; or free the slot."""
+        with self._lock:
+            queue = self._queue
+            if not queue:  # a lone caller's way out: nothing else to do
+                self._calls -= 1
+                return
+            batch = self._next_batch(queue)
+        try:
+            run_plan(self._answer(batch))
+        finally:
+            for request in batch:
+                request.wake.release()
+            self._hand_on()
+
+    def _hand_on(self) -> None:
+        """Hand the queued requests to the first of their threads, or free the slot."""
+        with self._lock:
+            batch = self._next_batch(self._queue)
+            if not batch:
+                self._calls -= 1
+                return
+            batch[0].lead = batch
+        batch[0].wake.release()
+
+    def _serve(self, batch: list[_Request[V]]) -> None:
+        """Make the call for ``batch`` (this thread's request first), wake the others, pass on."""
+        try:
+            run_plan(self._answer(batch))
+        finally:
+            for request in batch[1:]:
+                request.wake.release()
+            self._pass_on()
+
+    def _abandon(self, request: _Request[V]) -> None:
+        """A waiting thread was interrupted: drop its request, or make the call it was handed."""
+        with self._lock:
+            if not request.taken:
+                self._queue.remove(request)
+                return
+        if request.wake.acquire(blocking=True) and request.lead is not None:
+            self._serve(request.lead)
+
+    def _after_fork_in_child(self) -> None:
+        self._reset()
+
+
+class _LoopState(Generic[V]):
+    """One event loop's calls in flight, queue and serving tasks."""
+
+    __slots__ = ("calls", "queue", "tasks")
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self.queue: deque[_Request[V]] = deque()
+        self.tasks: set[asyncio.Task[None]] = set()
+
+
+class AsyncSharedCalls(_Sharing[V]):
+    """Shared calls of one generator among the tasks of an event loop (see the module doc)."""
+
+    def __init__(self, take_plan: Callable[[int], Plan[list[V]]], *, most: int, slots: int):
+        super().__init__(take_plan, most=most, slots=slots)
+        self._states: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopState[V]] = (
+            weakref.WeakKeyDictionary()
+        )
+        _LIVE.add(self)
+
+    def _state(self, loop: asyncio.AbstractEventLoop) -> _LoopState[V]:
+        state = self._states.get(loop)
+        if state is None:
+            state = self._states[loop] = _LoopState()
+        return state
+
+    @property
+    def waiting(self) -> int:
+        """How many requests wait for a shared call now, over every event loop (monitoring)."""
+        return sum(len(state.queue) for state in list(self._states.values()))
+
+    async def take(self, n: int) -> list[V]:
+        """``n`` (>= 1) values: from this task's own call when a call slot is free, else from the
+        next shared call."""
+        loop = asyncio.get_running_loop()
+        state = self._state(loop)
+        if state.calls < self.slots:
+            state.calls += 1
+            try:
+                return await run_plan_async(self._take_plan(n))
+            finally:
+                self._pass_on(loop, state)
+        request = _Request[V](n, loop.create_future())
+        state.queue.append(request)
+        try:
+            await request.wake
+        except asyncio.CancelledError:
+            if not request.taken:
+                state.queue.remove(request)
+            raise  # taken: its values, when they come, are dropped (a gap)
+        values = request.outcome()
+        return await run_plan_async(self._take_plan(n)) if values is None else values
+
+    def _pass_on(self, loop: asyncio.AbstractEventLoop, state: _LoopState[V]) -> None:
+        """A call ended: free the slot if nothing waits; else call for the waiting requests once
+        the tasks this call answered have run (those that call again then join the batch)."""
+        if self._states.get(loop) is not state:  # forked since: the state is gone
+            return
+        if not state.queue:
+            state.calls -= 1
+            return
+        loop.call_soon(self._dispatch, loop, state)
+
+    def _dispatch(self, loop: asyncio.AbstractEventLoop, state: _LoopState[V]) -> None:
+        """Start a task calling for the queued requests, or free the slot (all were cancelled)."""
+        if self._states.get(loop) is not state:
+            return
+        batch = self._next_batch(state.queue)
+        if not batch:
+            state.calls -= 1
+            return
+        task = loop.create_task(self._serve(loop, state, batch))
+        state.tasks.add(task)
+        task.add_done_callback(state.tasks.discard)
+
+    async def _serve(
+        self, loop: asyncio.AbstractEventLoop, state: _LoopState[V], batch: list[_Request[V]]
+    ) -> None:
+        try:
+            await run_plan_async(self._answer(batch))
+        finally:
+            for request in batch:
+                if not request.wake.done():
+                    request.wake.set_result(None)
+            # the slot stays taken until the woken tasks ran: those that call again queue up
+            loop.call_soon(self._dispatch, loop, state)
+
+    def _after_fork_in_child(self) -> None:
+        self._states = weakref.WeakKeyDictionary()
+
+
+class Shared(Generic[V]):
+    """A generator's shared calls on both front ends: `plan(n)` is the plan a generator's
+    ``next_id``/``next_ids`` run; its one effect is carried out by `SharedCalls` on the sync
+    driver and by `AsyncSharedCalls` on the asyncio one."""
+
+    def __init__(self, take_plan: Callable[[int], Plan[list[V]]], *, most: int, slots: int):
+        self.threads = SharedCalls(take_plan, most=most, slots=slots)
+        self.tasks = AsyncSharedCalls(take_plan, most=most, slots=slots)
+
+    @property
+    def waiting(self) -> int:
+        """How many requests wait for a shared call now, threads and tasks (monitoring)."""
+        return self.threads.waiting + self.tasks.waiting
+
+    def plan(self, n: int) -> Plan[list[V]]:
+        """``n`` (>= 1) values from a call shared with the concurrent callers."""
+        values: list[V] = yield SharedTake(self, n)
+        return values
+
+
+class SharedTake(Effect):
+    """Take ``n`` values through `Shared` calls: a thread's on the sync driver, a task's on the
+    asyncio one."""
+
+    __slots__ = ("n", "shared")
+
+    def __init__(self, shared: Shared[Any], n: int):
+        self.shared = shared
+        self.n = n
+
+    def run(self) -> list[Any]:
+        return self.shared.threads.take(self.n)
+
+    async def run_async(self) -> list[Any]:
+        return await self.shared.tasks.take(self.n)
+
+
+def _forget_in_child() -> None:
+    for sharing in list(_LIVE):
+        sharing._after_fork_in_child()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_in_child)
