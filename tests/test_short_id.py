@@ -289,3 +289,18 @@ def test_processes_and_threads_never_share_a_value(real_backend: Backend) -> Non
     assert len(values) == 3600
     assert duplicates(values) == {}
     assert all(1000 <= v < 4700 for v in values)
+
+
+def test_a_floor_that_fails_gives_up_its_merge_claim_so_no_other_process_waits(
+    backend: Backend,
+) -> None:
+    def failing_floor() -> list[int]:
+        raise RuntimeError("the database is down")
+
+    generator = backend.ids().short_id("sfail", pool_size=1_000, offset=100, floor=failing_floor)
+    with pytest.raises(RuntimeError, match="database is down"):
+        generator.next_id()
+    assert not [key for key in backend.keys() if key.endswith(":floor:claim")]
+    # the next process claims the merge itself at once, and takes values above the table's
+    taken = backend.ids().short_id("sfail", pool_size=1_000, offset=100, floor=lambda: [100])
+    assert 100 < taken.next_id() < 1_100

@@ -39,6 +39,7 @@ safe as one.
 
 from __future__ import annotations
 
+import contextlib
 import secrets
 from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -438,7 +439,13 @@ class ShortIdGenerator(IdGenerator[int]):
                 )
             self.high.set_consulted(index)
             return
-        generation = yield from self._heal(node, floor=True, rewound=rewound)
+        try:
+            generation = yield from self._heal(node, floor=True, rewound=rewound)
+        except Exception:
+            if status == "claimed":  # the others need not wait for a merge that failed
+                with contextlib.suppress(Exception):
+                    yield from self._floor_marker(node, keys, ["release", token])
+            raise
         yield from self._floor_marker(node, keys, ["done", token, identity, generation, ""])
 
     def _floor_marker(

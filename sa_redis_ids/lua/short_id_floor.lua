@@ -8,6 +8,7 @@
 -- KEYS[5]  identity marker of the namespace (see node_identity_since in common.lua)
 -- ARGV[1]  "check": is the floor merged in this state? If not, claim the merge
 --          "done": record a merge (or carry the marker over a heal that only re-marked positions)
+--          "release": give up this process's claim (its merge failed), so no one waits for it
 -- ARGV[2]  this process's claim token
 -- ARGV[3]  check: the claim's lifetime in ms; done: the node identity the check answered
 -- ARGV[4]  done: the generation the merge (or heal) left on the node
@@ -15,9 +16,16 @@
 --          started a new generation re-marked this process's positions without merging again
 -- Returns  {0, status, identity, generation}: check: "merged", "claimed" (this process merges now) or
 --          "busy" (another process merges); done: "recorded", or "stale" when the node's
---          identity or generation changed meanwhile (nothing recorded: the next check merges)
+--          identity or generation changed meanwhile (nothing recorded: the next check merges);
+--          release: "released"
 -- A marker made before a restart from the server's own data (AOF or RDB) still counts: the bitmap
 -- it describes was kept with it; one made before a replica's promotion does not.
+if ARGV[1] == 'release' then
+  if redis.call('GET', KEYS[4]) == ARGV[2] then
+    redis.call('DEL', KEYS[4])
+  end
+  return {0, 'released', '', ''}
+end
 local generation = redis.call('GET', KEYS[2]) or ''
 local marker = redis.call('GET', KEYS[3])
 if ARGV[1] == 'check' then
