@@ -319,3 +319,35 @@ def test_a_master_issuing_without_wait_drops_the_write_a_new_replica_could_miss(
         extra.resume()
         extra.stop()
         topology.stop()
+
+
+def test_a_minority_of_sentinels_never_lets_a_master_issue_without_wait() -> None:
+    """One Sentinel cut off with the master sees its replica down, as when the others promoted
+    that replica: its word alone must not let the master issue without WAIT. With two of the
+    three Sentinels gone and the replica dead, every call is dropped; once the others answer
+    again (they too see the replica down), the master issues."""
+    topology = SentinelTopology().start()
+    try:
+        topology.wait_replicas_in_sync()
+        ids = RedisIds.from_sentinel(
+            topology.addresses, topology.service, prefix="minority", retry_after=0.05
+        )
+        seq = ids.sequence("users")
+        first = seq.next_id()
+        for sentinel in topology.sentinels[1:]:
+            sentinel.stop()
+        topology.replicas()[0].kill()
+        only = topology.sentinels[0].client()
+        wait_until(
+            lambda: all(r["is_sdown"] for r in only.sentinel_slaves(topology.service)),
+            "the remaining Sentinel to see the replica down",
+        )
+        for _ in range(3):  # each past the re-check interval: judged again every time
+            with pytest.raises(ReplicasNotAcknowledged):
+                seq.next_id()
+            time.sleep(0.15)
+        for sentinel in topology.sentinels[1:]:
+            sentinel.start()
+        assert wait_until(seq.next_id, "a majority to let the master issue") > first
+    finally:
+        topology.stop()
