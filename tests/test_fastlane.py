@@ -237,6 +237,57 @@ def test_the_asyncio_lane_keeps_at_most_its_share_of_a_bounded_pool(
     assert sorted(asyncio.run(share_left_for_the_app())) == list(range(1, 9))
 
 
+def test_lanes_of_several_instances_on_one_client_keep_one_share_of_its_pool(
+    server: RedisServer,
+) -> None:
+    """Three ``RedisIds`` on one client of 8 connections: their lanes together hold at most 4,
+    so the application's own command still finds a connection while every thread stays alive."""
+    client = redis.Redis.from_url(server.url, max_connections=8, socket_timeout=5)
+    sequences = [RedisIds(client).sequence(f"users{n}") for n in range(3)]
+    drawn: list[tuple[int, int]] = []
+    turn = threading.Lock()
+    alive = threading.Barrier(9, timeout=30)
+    done = threading.Barrier(9, timeout=30)
+
+    def work() -> None:
+        with turn:
+            for n, users in enumerate(sequences):
+                drawn.extend((n, value) for value in users.next_ids(2))
+        alive.wait()
+        done.wait()
+
+    threads = [threading.Thread(target=work) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    alive.wait()  # every thread alive, each having drawn from every instance
+    try:
+        assert client.set("app:key", "x") is True, "the lanes held at most half the pool"
+        assert len(drawn) == len(set(drawn)) == 48
+    finally:
+        done.wait()
+        for thread in threads:
+            thread.join()
+
+
+def test_asyncio_lanes_of_several_instances_on_one_client_keep_one_share_of_its_pool(
+    server: RedisServer,
+) -> None:
+    async def app_command_after_draws() -> bool:
+        client = redis.asyncio.Redis.from_url(server.url, max_connections=8, socket_timeout=5)
+        instances = [AsyncRedisIds(client) for _ in range(3)]
+        try:
+            for n, ids in enumerate(instances):
+                users = ids.sequence(f"users{n}")
+                await asyncio.gather(*(users.next_id() for _ in range(4)))
+            # each lane kept what it finished with: together at most 4 of the 8 connections
+            return bool(await asyncio.gather(*(client.ping() for _ in range(4))))
+        finally:
+            for ids in instances:
+                await ids.aclose()
+
+    assert asyncio.run(app_command_after_draws())
+
+
 def test_first_calls_on_several_event_loops_share_no_asyncio_lock() -> None:
     ids = AsyncRedisIds.embedded()
 

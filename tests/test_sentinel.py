@@ -21,8 +21,8 @@ from sa_redis_ids import (
 )
 from sa_redis_ids.asyncio import AsyncRedisIds
 from sa_redis_ids.redis.switchover import successor_identity
-from tests.support.servers import RedisServer
-from tests.support.topologies import SentinelTopology, wait_until
+from tests.support.servers import HOST, RedisServer
+from tests.support.topologies import REPLICATION_ARGS, SentinelTopology, wait_until
 from tests.support.uniqueness import duplicates
 
 
@@ -288,3 +288,68 @@ def test_a_connection_left_on_the_old_master_hands_nothing_out_while_the_new_one
     assert "from the old master" not in outcome, outcome
     assert "dropped" in outcome, outcome  # by the identity check; by WAIT if its time ran out
     sentinel_topology.wait_demoted(sentinel_topology.replicas()[0])
+
+
+def test_a_master_issuing_without_wait_drops_the_write_a_new_replica_could_miss() -> None:
+    """The master's only replica dies; once the Sentinels call it down, the master issues
+    without WAIT. A replica that then connects (here one that stops answering: it acknowledges
+    nothing) could be promoted without the next write, so that write is dropped, not handed out,
+    and the calls wait for the replica again."""
+    topology = SentinelTopology().start()
+    extra = RedisServer(args=REPLICATION_ARGS)
+    try:
+        topology.wait_replicas_in_sync()
+        master = topology.master()
+        ids = RedisIds.from_sentinel(
+            topology.addresses, topology.service, prefix="alone", retry_after=0.05
+        )
+        seq = ids.sequence("users")
+        first = seq.next_id()
+        topology.replicas()[0].kill()
+        resumed = wait_until(seq.next_id, "the master to issue without its dead replica")
+        extra.start()
+        extra.client().replicaof(HOST, master.port)
+        wait_until(
+            lambda: master.client().info("replication")["connected_slaves"],
+            "the new replica to connect",
+        )
+        extra.pause()
+        with pytest.raises(ReplicasNotAcknowledged):
+            seq.next_id()
+        assert first < resumed
+    finally:
+        extra.resume()
+        extra.stop()
+        topology.stop()
+
+
+def test_a_minority_of_sentinels_never_lets_a_master_issue_without_wait() -> None:
+    """One Sentinel cut off with the master sees its replica down, as when the others promoted
+    that replica: its word alone must not let the master issue without WAIT. With two of the
+    three Sentinels gone and the replica dead, every call is dropped; once the others answer
+    again (they too see the replica down), the master issues."""
+    topology = SentinelTopology().start()
+    try:
+        topology.wait_replicas_in_sync()
+        ids = RedisIds.from_sentinel(
+            topology.addresses, topology.service, prefix="minority", retry_after=0.05
+        )
+        seq = ids.sequence("users")
+        first = seq.next_id()
+        for sentinel in topology.sentinels[1:]:
+            sentinel.stop()
+        topology.replicas()[0].kill()
+        only = topology.sentinels[0].client()
+        wait_until(
+            lambda: all(r["is_sdown"] for r in only.sentinel_slaves(topology.service)),
+            "the remaining Sentinel to see the replica down",
+        )
+        for _ in range(3):  # each past the re-check interval: judged again every time
+            with pytest.raises(ReplicasNotAcknowledged):
+                seq.next_id()
+            time.sleep(0.15)
+        for sentinel in topology.sentinels[1:]:
+            sentinel.start()
+        assert wait_until(seq.next_id, "a majority to let the master issue") > first
+    finally:
+        topology.stop()

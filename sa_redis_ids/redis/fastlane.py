@@ -3,8 +3,9 @@
 redis-py's general call path checks a connection out of the pool and back in on every command,
 polling the socket for stray data each time, and its ``Script`` wrapper adds a layer of its own;
 together they cost about as much as the server's work. A `FastLane` keeps one connection
-per thread and pool (a plain client's pool, or a cluster node's) and sends ``EVALSHA`` on it
-directly, so a script call costs little more than a ``PING``.
+per thread and pool (a plain client's pool, or a cluster node's; every lane of the process
+together within a share of the pool, `SHARES`) and sends ``EVALSHA`` on it directly, so a
+script call costs little more than a ``PING``.
 
 It stays correct where the general path is: a forked child never uses its parent's connection;
 ``NOSCRIPT`` loads the script and retries once; on any connection trouble, a ``MOVED``/``ASK``
@@ -20,6 +21,7 @@ import asyncio
 import contextlib
 import os
 import threading
+import weakref
 from typing import Any
 
 import redis
@@ -73,16 +75,55 @@ def lane_share(pool: Any) -> int:
     return max(0, min(32, most // 2))
 
 
+class PoolShares:
+    """How many connections of each pool the lanes hold, counted over every lane of the process.
+
+    A lane belongs to one node of one ``RedisIds``, and several of them may share a client (two
+    ``RedisIds`` on one connection pool, a cluster's node pools): counted per lane, each could
+    keep `lane_share` of the pool and together leave the application's own commands none. A
+    forked child starts from zero (it holds none of its parent's connections).
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.RLock()  # re-entered by a held connection freed during a take
+        self._held: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
+
+    def take(self, pool: Any) -> bool:
+        """Count one more connection of ``pool`` held by a lane, if within its share."""
+        with self._lock:
+            holding = self._held.get(pool, 0)
+            if holding >= lane_share(pool):
+                return False
+            self._held[pool] = holding + 1
+            return True
+
+    def give_back(self, pool: Any) -> None:
+        """Count one connection of ``pool`` fewer held by a lane."""
+        with self._lock:
+            holding = self._held.get(pool, 0)
+            if holding > 0:
+                self._held[pool] = holding - 1
+
+    def _forked(self) -> None:
+        self._lock = threading.RLock()  # one held by another thread at the fork stays held
+        self._held = weakref.WeakKeyDictionary()
+
+
+SHARES = PoolShares()
+"""The connections every lane of the process holds, per pool."""
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=SHARES._forked)
+
+
 class _Held:
     """A connection one thread holds; given back to its pool when the thread ends."""
 
-    __slots__ = ("connection", "freed", "pid", "pool")
+    __slots__ = ("connection", "pid", "pool")
 
-    def __init__(self, pool: Any, connection: Any, freed: Any):
+    def __init__(self, pool: Any, connection: Any):
         self.pool = pool
         self.connection = connection
-        self.freed = freed
-        """Called once the connection went back to the pool (the lane counts what it holds)."""
         self.pid = os.getpid()
 
     def drop(self) -> None:
@@ -92,14 +133,14 @@ class _Held:
                 connection.disconnect()
                 self.pool.release(connection)
             finally:
-                self.freed(self.pool)
+                SHARES.give_back(self.pool)
 
     def __del__(self) -> None:  # the thread ended
         connection, self.connection = self.connection, None
         if connection is not None and self.pid == os.getpid():
             with contextlib.suppress(Exception):  # interpreter shutdown
                 self.pool.release(connection)
-                self.freed(self.pool)
+                SHARES.give_back(self.pool)
 
 
 class FastLane:
@@ -109,10 +150,6 @@ class FastLane:
         self.client = client
         self.cluster = isinstance(client, RedisCluster)
         self._local = threading.local()
-        self._lock = threading.Lock()
-        self._holding: dict[int, int] = {}
-        """Connections held per pool (by ``id``), within `lane_share` of it."""
-        self._holding_pid = os.getpid()
 
     @staticmethod
     def supports(client: Any) -> bool:
@@ -128,38 +165,26 @@ class FastLane:
         return self.client.connection_pool
 
     def _held(self, pool: Any) -> _Held | None:
-        """This thread's connection of ``pool``, or None when the lane holds its share of the pool
-        already (the call then goes the general way)."""
+        """This thread's connection of ``pool``, or None when the lanes hold their share of the
+        pool already (`SHARES`; the call then goes the general way)."""
         held: dict[int, _Held] | None = getattr(self._local, "held", None)
         if held is None:
             held = self._local.held = {}
         found = held.get(id(pool))
         if found is not None and found.connection is not None and found.pid == os.getpid():
             return found
-        with self._lock:
-            if self._holding_pid != os.getpid():  # a forked child holds none of its parent's
-                self._holding.clear()
-                self._holding_pid = os.getpid()
-            holding = self._holding.get(id(pool), 0)
-            if holding >= lane_share(pool):
-                return None
-            self._holding[id(pool)] = holding + 1
+        if not SHARES.take(pool):
+            return None
         try:
             try:
                 connection = pool.get_connection()
             except TypeError:  # redis-py before 5.3 names the command
                 connection = pool.get_connection("EVALSHA")
         except BaseException:
-            self._freed(pool)
+            SHARES.give_back(pool)
             raise
-        found = held[id(pool)] = _Held(pool, connection, self._freed)
+        found = held[id(pool)] = _Held(pool, connection)
         return found
-
-    def _freed(self, pool: Any) -> None:
-        with self._lock:
-            count = self._holding.get(id(pool), 0)
-            if count > 0:
-                self._holding[id(pool)] = count - 1
 
     def call(self, script: Script, keys: Any, args: Any) -> Any:
         """Run ``script`` with ``keys`` and ``args``; the reply as redis-py would return it."""
@@ -196,8 +221,8 @@ class AsyncLane:
     sent on a connection the lane keeps, without redis-py's per-command layers (retries, hooks,
     the ``Script`` wrapper, the pool's lock and stray-data check on every checkout).
 
-    Per event loop the lane keeps up to its share of the pool (`lane_share`) of the
-    connections it finished with, in step, for its next calls; the others go back to the pool at
+    Per event loop the lanes together keep up to their share of the pool (`lane_share`, counted
+    in `SHARES`) of the connections they finished with, in step, for its next calls; the others go back to the pool at
     once; a forked child keeps none of its parent's. A connection that broke, or whose reply a
     cancellation cut off, is closed and handed back to the pool; a broken connection or a redirect
     retries the call the general way (redis-py's own reconnection), a timeout is raised.
@@ -210,7 +235,6 @@ class AsyncLane:
     def __init__(self, client: Any):
         self.client = client
         self.pool = client.connection_pool
-        self.share = lane_share(self.pool)
         self._kept: dict[Any, list[Any]] = {}
         """Connections kept per event loop."""
         self._pid = os.getpid()
@@ -237,6 +261,7 @@ class AsyncLane:
             await self._release_closed()
             kept = self._kept.setdefault(loop, [])
         if kept:
+            SHARES.give_back(self.pool)
             return kept.pop(), kept
         return await self.pool.get_connection(), kept
 
@@ -244,6 +269,7 @@ class AsyncLane:
         """Close and hand back the connections kept for event loops that have closed."""
         for loop in [loop for loop in list(self._kept) if loop.is_closed()]:
             for connection in self._kept.pop(loop, []):
+                SHARES.give_back(self.pool)
                 with contextlib.suppress(Exception):  # its transport died with its loop
                     await connection.disconnect(nowait=True)
                 with contextlib.suppress(Exception):
@@ -251,7 +277,7 @@ class AsyncLane:
 
     async def _keep(self, connection: Any, kept: list[Any]) -> None:
         """Keep an in-step connection for the next call, or hand it back beyond the share."""
-        if len(kept) < self.share:
+        if SHARES.take(self.pool):
             kept.append(connection)
         else:
             await self.pool.release(connection)

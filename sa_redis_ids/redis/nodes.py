@@ -408,21 +408,24 @@ class Node:
         self, watch: MasterWatch, identity: str, reply: Any, info: dict[str, Any], keys: Any
     ) -> Any:
         """``reply`` of a call without ``WAIT``, if the server that ran it is the master found
-        without a replica (``identity``, its replication ID); a server that has a replica now
-        sends the next calls back to ``WAIT``. From another server (a connection still open to
-        the old master) the values are dropped."""
+        without a replica (``identity``, its replication ID) and still has none. From another
+        server (a connection still open to the old master) the values are dropped; so are they
+        when a replica connected meanwhile (it may not have the write, and could be promoted
+        without it), and the next calls go back to ``WAIT``."""
         if info.get("role") != "master" or info.get("master_replid") != identity:
-            raise ReplicasNotAcknowledged(
-                "the write ran on a server other than the master the Sentinels name; its values "
-                "are dropped",
-                namespace=_hash_tag(keys[0]) if keys else None,
-                node=self.name,
-                required=self.replicas,
-                acknowledged=0,
-            )
-        if int(info.get("connected_slaves", 0)):
+            why = "the write ran on a server other than the master the Sentinels name"
+        elif int(info.get("connected_slaves", 0)):
             watch.stop_without_wait()  # a replica connected: WAIT for it again
-        return reply
+            why = "a replica connected to the master, which did not wait for it to have the write"
+        else:
+            return reply
+        raise ReplicasNotAcknowledged(
+            f"{why}; its values are dropped",
+            namespace=_hash_tag(keys[0]) if keys else None,
+            node=self.name,
+            required=self.replicas,
+            acknowledged=0,
+        )
 
     def _first_use_lock(self) -> asyncio.Lock:
         """The lock of the running event loop that first calls and script loads wait on."""

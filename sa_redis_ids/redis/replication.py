@@ -128,17 +128,8 @@ async def run_with_role_async(
     client: Any, script: Any, keys: Sequence[Any], args: Sequence[Any]
 ) -> tuple[Any, dict[str, Any]]:
     """`run_with_role` on a ``redis.asyncio.Redis``."""
-    for attempt in (1, 2):
-        async with client.pipeline(transaction=False) as pipe:
-            pipe.evalsha(script.sha, len(keys), *keys, *args)
-            pipe.execute_command("INFO", "replication")
-            reply, info = await pipe.execute(raise_on_error=False)
-        if isinstance(reply, NoScriptError) and attempt == 1:
-            await client.script_load(script.script)
-            continue
-        reply, info = _results(reply, info)
-        return reply, dict(info)
-    raise AssertionError("unreachable: the second attempt returns or raises")
+    reply, info = await _with_async(client, script, keys, args, ("INFO", "replication"))
+    return reply, dict(info)
 
 
 def _with(
@@ -168,16 +159,24 @@ async def run_acknowledged_async(
 ) -> tuple[Any, int]:
     """`run_acknowledged` on a ``redis.asyncio.Redis`` (a cluster is refused when the
     node is made: its pipelines cannot carry a keyless ``WAIT``)."""
+    then = ("WAIT", replicas, timeout_ms)
+    reply, acknowledged = await _with_async(client, script, keys, args, then)
+    return reply, int(acknowledged)
+
+
+async def _with_async(
+    client: Any, script: Any, keys: Sequence[Any], args: Sequence[Any], then: tuple[Any, ...]
+) -> tuple[Any, Any]:
+    """`_with` on a ``redis.asyncio.Redis``."""
     for attempt in (1, 2):
         async with client.pipeline(transaction=False) as pipe:
             pipe.evalsha(script.sha, len(keys), *keys, *args)
-            pipe.execute_command("WAIT", replicas, timeout_ms)
-            reply, acknowledged = await pipe.execute(raise_on_error=False)
+            pipe.execute_command(*then)
+            reply, after = await pipe.execute(raise_on_error=False)
         if isinstance(reply, NoScriptError) and attempt == 1:
             await client.script_load(script.script)
             continue
-        reply, acknowledged = _results(reply, acknowledged)
-        return reply, int(acknowledged)
+        return _results(reply, after)
     raise AssertionError("unreachable: the second attempt returns or raises")
 
 

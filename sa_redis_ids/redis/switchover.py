@@ -19,8 +19,8 @@ name it, instead of waiting out the old master's demotion.
 **A master without a replica.** Right after a switch-over the new master has no replica either
 (the old master joins it only once Sentinel demoted it), nor has a master whose only replica died;
 ``WAIT`` cannot succeed there, and waiting for it would leave callers without values for as long.
-So after a shortfall the node asks whether the master may issue without acknowledgement: the
-Sentinels name it, no replica is connected to it, and every replica the Sentinels list for it is
+So after a shortfall the node asks whether the master may issue without acknowledgement: a
+majority of the Sentinels the client was given name it, no replica is connected to it, and every replica the Sentinels list for it is
 either down (in their view) or its predecessor, a master still running on the replication history
 this one was promoted from (``master_replid2``). Then no server can be promoted in its place
 holding only part of its writes, except by a second failover, and for
@@ -125,15 +125,37 @@ class MasterWatch:
 
     def _judging(self) -> Generator[Callable[[], Any], Any, str | None]:
         """What `judge` asks, sans I/O: yields each question as a call, receives its answer
-        (a sync driver calls it, an asyncio one awaits it), returns the verdict."""
+        (a sync driver calls it, an asyncio one awaits it) or its error (thrown in), returns the
+        verdict.
+
+        A majority of the Sentinels the client was given must name this master: one Sentinel
+        cut off with the old master (it sees the promoted replica down) would otherwise let the
+        old master issue without ``WAIT`` beside its successor. A replica counts as up when any
+        of those Sentinels sees it up."""
         pool = self.pool
+        manager = pool.sentinel_manager
         address = _address((yield pool.get_master_address))
-        sentinel = pool.sentinel_manager.sentinels[0]  # the one that just answered
-        listed = yield partial(sentinel.sentinel_slaves, pool.service_name)
+        named = 0
+        up: dict[Address, None] = {}  # replicas any of those Sentinels considers up, in order
+        for sentinel in list(manager.sentinels):
+            try:
+                state = (yield sentinel.sentinel_masters).get(pool.service_name)
+                if not state or not manager.check_master_state(state, pool.service_name):
+                    continue
+                ip = getattr(manager, "_force_master_ip", None) or state["ip"]
+                if _address((ip, state["port"])) != address:
+                    continue
+                listed = yield partial(sentinel.sentinel_slaves, pool.service_name)
+            except (redis.RedisError, OSError):
+                continue  # unreachable: it does not count towards the majority
+            named += 1
+            up.update((_address((r["ip"], r["port"])), None) for r in listed if is_up(r))
+        if named <= len(manager.sentinels) // 2:
+            return None  # a minority cannot tell that the others did not promote a replica
         master = yield partial(self._info, *address)
         replicas = []
-        for replica in filter(is_up, listed):
-            replicas.append((yield partial(self._info, str(replica["ip"]), int(replica["port"]))))
+        for host, port in up:
+            replicas.append((yield partial(self._info, host, port)))
         return successor_identity(master, replicas)
 
     def _info(self, host: str, port: int) -> Any:
@@ -159,7 +181,12 @@ class MasterWatch:
         try:
             step = next(plan)
             while True:
-                step = plan.send(step())
+                try:
+                    answer = step()
+                except (redis.RedisError, OSError) as exc:
+                    step = plan.throw(exc)  # the plan decides whether one server's failure ends it
+                else:
+                    step = plan.send(answer)
         except StopIteration as done:
             self._judged(done.value)
         except (redis.RedisError, OSError, KeyError, ValueError):
@@ -171,7 +198,12 @@ class MasterWatch:
         try:
             step = next(plan)
             while True:
-                step = plan.send(await step())
+                try:
+                    answer = await step()
+                except (redis.RedisError, OSError) as exc:
+                    step = plan.throw(exc)
+                else:
+                    step = plan.send(answer)
         except StopIteration as done:
             self._judged(done.value)
         except (redis.RedisError, OSError, KeyError, ValueError):
