@@ -232,9 +232,9 @@ class RedisIdsBase:
         where the master is (at most every 0.1 s) and closes the idle connections to the old one.
         A master without a replica to wait for (the new master until the old one rejoins it, a
         master whose replica died, a service without replicas) issues without ``WAIT`` once the
-        Sentinels name it and every replica they list for it is down or its predecessor; each such
+        Sentinels (a majority) name it and every replica they list for it is down or its predecessor; each such
         call checks, in the same round trip, that it ran on that very server. Measured
-        (``benchmarks/sentinel.py``, loopback, one replica): a call costs about 1.9× a
+        (``benchmarks/sentinel.py``, loopback, one replica): a call costs 1.6 to 1.9× a
         ``replicas=0`` call; a switch-over leaves 1.0 to 1.3 s without values. Tested with the
         old master left writable as real Sentinel leaves it:
         ``tests/test_faults.py::test_a_sentinel_switch_over_window_with_default_options``.
