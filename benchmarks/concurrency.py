@@ -44,7 +44,7 @@ def _contenders(ids: Any, prefix: str, mode: str) -> dict[tuple[str, str], Any]:
     return found
 
 
-def _threads_seconds(call: Callable[[], object], threads: int, per_thread: int) -> float:
+def threads_seconds(call: Callable[[], object], threads: int, per_thread: int) -> float:
     """Seconds for ``threads`` threads to call ``call()`` ``per_thread`` times each."""
     barrier = threading.Barrier(threads + 1)
     errors: list[BaseException] = []
@@ -90,12 +90,12 @@ def measure_threads(
     totals = {key: [0, 0.0] for key in calls}
     try:
         for call in calls.values():
-            _threads_seconds(call, threads, 2)  # scripts loaded, connections opened
+            threads_seconds(call, threads, 2)  # scripts loaded, connections opened
         per_thread = max(1, ids_each // rounds // threads)
         for _ in range(rounds):
             for key, call in calls.items():
                 totals[key][0] += threads * per_thread
-                totals[key][1] += _threads_seconds(call, threads, per_thread)
+                totals[key][1] += threads_seconds(call, threads, per_thread)
     finally:
         library.close()
         client.close()

@@ -34,7 +34,6 @@ import asyncio
 import importlib
 import multiprocessing
 import os
-import threading
 import time
 import uuid
 from collections.abc import Callable, Sequence
@@ -44,7 +43,7 @@ from typing import Any
 
 from sqlalchemy.engine import make_url
 
-from benchmarks.concurrency import Measured, measure_async, measure_threads
+from benchmarks.concurrency import Measured, measure_async, measure_threads, threads_seconds
 from benchmarks.report import (
     RESULTS,
     Progress,
@@ -485,27 +484,7 @@ def _draw(generator: IdGenerator[Any], count: int) -> None:
 
 def _threads_rate(generator: IdGenerator[Any], threads: int, total: int) -> tuple[int, float]:
     per = total // threads
-    barrier = threading.Barrier(threads + 1)
-    errors: list[BaseException] = []
-
-    def work() -> None:
-        try:
-            barrier.wait()
-            _draw(generator, per)
-        except BaseException as exc:  # reported below
-            errors.append(exc)
-
-    pool = [threading.Thread(target=work) for _ in range(threads)]
-    for thread in pool:
-        thread.start()
-    barrier.wait()
-    start = time.perf_counter()
-    for thread in pool:
-        thread.join()
-    seconds = time.perf_counter() - start
-    if errors:
-        raise errors[0]
-    return per * threads, seconds
+    return per * threads, threads_seconds(generator.next_id, threads, per)
 
 
 def _process_main(

@@ -86,7 +86,9 @@ def test_the_plugin_imports_nothing_heavy_until_a_fixture_is_used(tmp_path: Path
     """Every pytest run on a machine with the package installed loads the plugin: in a project
     that never uses its fixtures it must cost nothing (neither the library nor SQLAlchemy,
     redis-py or fakeredis); a test that asks for a fixture gets them all."""
-    (tmp_path / "test_plain.py").write_text("def test_plain():\n    assert 1 + 1 == 2\n")
+    (tmp_path / "test_plain.py").write_text(
+        'def test_plain():\n    assert "plain".upper() == "PLAIN"\n'
+    )
     (tmp_path / "test_ids.py").write_text(
         "def test_ids(redis_ids):\n    assert redis_ids.sequence('a').next_id() == 1\n"
     )
