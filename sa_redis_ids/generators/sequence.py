@@ -129,11 +129,12 @@ class SequenceGenerator(BufferedGenerator[int]):
         claim, limit, limit_text, keys = self._fixed(node)
         high = self.high
         floor = None
-        if self._floor is not None and not high.consulted(node.index):
+        has_floor = self._floor is not None  # asked once per call: it may ask the ORM
+        if has_floor and not high.consulted(node.index):
             floor = yield from self._floor_counter(node)  # once per process and node
         for _ in range(2):
             guard = max(high.mark(node.index) or 0, floor or 0)
-            ask = self._floor is not None and floor is None
+            ask = has_floor and floor is None
             reply = yield Run(
                 node,
                 "sequence",

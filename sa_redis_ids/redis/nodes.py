@@ -335,11 +335,7 @@ class Node:
             return script(keys=keys, args=args)
         watch = self._watch
         if watch is not None:
-            if (
-                watch.successor is not None
-                and watch.without_wait() is None
-                and watch.successor_due()
-            ):
+            if watch.expired():
                 watch.judge()  # its time ran out: still a master without a replica?
             identity = watch.without_wait()
             if identity is not None:
@@ -382,11 +378,7 @@ class Node:
             return await script(keys=keys, args=args)
         watch = self._watch
         if watch is not None:
-            if (
-                watch.successor is not None
-                and watch.without_wait() is None
-                and watch.successor_due()
-            ):
+            if watch.expired():
                 await watch.judge_async()
             identity = watch.without_wait()
             if identity is not None:

@@ -108,6 +108,11 @@ class MasterWatch:
         self._next_successor = now + RECHECK_INTERVAL
         return True
 
+    def expired(self) -> bool:
+        """Whether a master found without a replica ran out of its time and is due to be judged
+        again before the next call (within the rate limit of `successor_due`)."""
+        return self.successor is not None and self.without_wait() is None and self.successor_due()
+
     def stop_without_wait(self) -> None:
         """Back to ``WAIT`` on every call (a replica connected, or the server is not the one)."""
         self.successor = None
