@@ -63,6 +63,12 @@ from sa_redis_ids import Buffering, IdGenerator, RedisIds
 
 URL_ENV = "SA_REDIS_IDS_URL"
 PG_ENV = "SA_REDIS_IDS_BENCH_PG_URL"
+SCRIPT_ENV = "SA_REDIS_IDS_BENCH_HENGYUNABC"
+HENGYUNABC = "hengyunabc script"
+HENGYUNABC_HOW = (
+    "not run: pass --hengyunabc-script FILE, redis-script-node1.lua of "
+    "github.com/hengyunabc/redis-id-generator (not shipped with this project)"
+)
 DEFAULT_PG_URL = "postgresql://postgres@127.0.0.1:5432/test"
 
 #: The strategies measured when their factory exists, with options that let a run take many IDs.
@@ -139,6 +145,10 @@ class Settings:
     """Single calls per contender and round of the server-cost table."""
     server_rounds: int = 3
     orm_rows: int | None = None
+    peer_script: Path | None = None
+    """hengyunabc's ``redis-script-node1.lua`` for its peer row (None: the row says how to add it):
+    ``KEYS[1]`` a tag, ``KEYS[2]`` a partition, answering ``{second, microsecond, partition,
+    sequence}``, from which the client composes the ID as its Java client does."""
     chart: bool = True
     out_dir: Path = field(default=RESULTS)
     quiet: bool = False
@@ -356,6 +366,20 @@ def _measure_peers(
             client.delete(next_id.key)  # pottery prefixes its own "nextid:"
         rows.append(row)
 
+    progress.step(HENGYUNABC)
+    script = _peer_script(settings, client, prefix)
+    if script is None:
+        rows.append(_missing("peers", HENGYUNABC, "EVALSHA", HENGYUNABC_HOW))
+    else:
+        try:
+            script()
+            timing, floor = paired(script)
+            row = _row("peers", HENGYUNABC, "EVALSHA", timing, floor)
+            row.note = "one node's script; the client composes the ID"
+        except Exception as exc:  # a script that does not run is reported, not fatal
+            row = _missing("peers", HENGYUNABC, "EVALSHA", f"failed: {type(exc).__name__}: {exc}")
+        rows.append(row)
+
     progress.step("UUIDv7")
     try:
         import uuid_utils
@@ -393,6 +417,24 @@ def _measure_peers(
         row.note = f"no Redis, worker number by hand; {loop_rate:,.0f}/s in a tight loop"
         rows.append(row)
     return rows, incr, pg_version
+
+
+def _peer_script(settings: Settings, client: Any, prefix: str) -> Callable[[], int] | None:
+    """hengyunabc's script as a call that returns one composed ID (None: no file given)."""
+    if settings.peer_script is None:
+        return None
+    script = client.register_script(settings.peer_script.read_text(encoding="utf-8"))
+    keys = [f"{prefix}:{{bench}}:hengyunabc", "0"]
+
+    def next_id() -> int:
+        second, micro, partition, sequence = script(keys=keys)
+        return (
+            ((int(second) * 1000 + int(micro) // 1000) << 22)
+            + (int(partition) << 10)
+            + int(sequence)
+        )
+
+    return next_id
 
 
 # -- concurrency: many threads or asyncio tasks, unbuffered -----------------------------------------
@@ -456,6 +498,9 @@ def _measure_server(settings: Settings, ids: RedisIds, prefix: str, incr_key: st
         "redis-py INCR": (lambda: client.incr(incr_key), "incrby"),  # redis-py sends INCRBY
         "EVALSHA 'return 1'": (lambda: empty(keys=[lua_key]), "evalsha"),
     }
+    peer = _peer_script(settings, client, prefix)
+    if peer is not None:
+        contenders[HENGYUNABC] = (peer, "evalsha")
     for name in _available(ids):
         generator = _generator(ids, name, f"bench_server_{name}")
         generator.next_id()
@@ -1041,6 +1086,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--tasks", type=int, default=64, help="concurrent tasks of the asyncio rows (default 64)"
     )
+    parser.add_argument(
+        "--hengyunabc-script",
+        type=Path,
+        default=os.environ.get(SCRIPT_ENV),
+        metavar="FILE",
+        help=f"hengyunabc's redis-script-node1.lua for its peer row (default ${SCRIPT_ENV})",
+    )
     parser.add_argument("--quick", action="store_true", help="a smoke run of a few seconds")
     parser.add_argument("--calls", type=int, help="next_id() calls per strategy (default 5000)")
     parser.add_argument("--ids", type=int, help="IDs per buffered measurement (default 2,000,000)")
@@ -1060,6 +1112,7 @@ def settings_from(args: argparse.Namespace) -> Settings:
         async_tasks=args.tasks,
         block=args.block,
         orm_rows=args.orm_rows,
+        peer_script=args.hengyunabc_script,
         chart=not args.no_chart,
         out_dir=args.out,
         quiet=args.quiet,

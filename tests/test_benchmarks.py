@@ -50,11 +50,20 @@ PEERS = [
     ("PostgreSQL", "nextval()"),
     ("PostgreSQL", "nextval() × 1000"),
     ("pottery", "NextID"),
+    (bench.HENGYUNABC, "EVALSHA"),
     ("uuid-utils", "uuid7()"),
     ("snowflake-id", "next()"),
 ]
 
 UNREACHABLE_PG = "postgresql://postgres@127.0.0.1:1/test"
+
+STAND_IN_SCRIPT = """
+local seq = redis.call('INCRBY', KEYS[1] .. ':seq', 1) % 1024
+local now = redis.call('TIME')
+return {tonumber(now[1]), tonumber(now[2]), tonumber(KEYS[2]), seq}
+"""
+"""A script with the keys and reply of hengyunabc's (which this project does not ship): it proves
+the benchmark's row for the file a user passes with ``--hengyunabc-script``."""
 """Nothing listens on port 1: the ``nextval`` rows must say so instead of failing the run."""
 
 
@@ -79,6 +88,8 @@ def _check_result(result: dict[str, Any], *, real: bool) -> None:
     in_process = (("uuid-utils", "uuid7()"), ("snowflake-id", "next()"))
     for key in (("redis-py", "INCR"), ("pottery", "NextID"), *in_process):
         assert peers[key]["ids"] > 0, key
+    if not real:
+        assert peers[(bench.HENGYUNABC, "EVALSHA")]["note"] == bench.HENGYUNABC_HOW
     for key in in_process:
         assert peers[key]["extra"]["tight_loop_ids_per_s"] > 0, key
     modes = {(row["strategy"], row["mode"]) for row in buffered}
@@ -135,11 +146,14 @@ def _check_result(result: dict[str, Any], *, real: bool) -> None:
 def test_the_quick_benchmark_on_a_real_redis_reports_every_row(
     real_redis: redis.Redis, postgres_url: str, tmp_path: Path
 ) -> None:
+    script = tmp_path / "stand_in.lua"
+    script.write_text(STAND_IN_SCRIPT, encoding="utf-8")
     settings = bench.Settings(
-        redis_url=REDIS_URL, pg_url=postgres_url, out_dir=tmp_path, quiet=True
+        redis_url=REDIS_URL, pg_url=postgres_url, out_dir=tmp_path, quiet=True, peer_script=script
     ).quick()
     result = bench.run(settings)
     _check_result(result, real=True)
+    assert (bench.HENGYUNABC, "EVALSHA") in _by_name(result["server"])
     peers = _by_name(result["strategies"])
     for key in PEERS:
         assert peers[key]["ids"] > 0 and peers[key]["ratio"] > 0, key

@@ -168,3 +168,33 @@ def test_maintenance_without_precreation_only_purges_and_reports(backend: Backen
     assert app.days_present() == [today]
     assert summary.counters[0].today == today
     assert today + timedelta(days=1) not in app.days_present()
+
+
+# -- a running generator's fast path still sees another claim -----------------------------------
+
+CLAIMED = {
+    "sequence": ({"start": 0}, {"start": 1}),
+    "snowflake": ({"layout": "default"}, {"layout": "js_safe"}),
+    "date_prefixed": ({"length": 18}, {"length": 19}),
+    "daily_code": ({"digits": 6}, {"digits": 7}),
+    "short_id": ({"pool_size": 1000}, {"pool_size": 2000}),
+}
+
+
+@pytest.mark.parametrize("strategy", list(CLAIMED))
+def test_a_claim_changed_under_a_running_generator_stops_it_at_its_next_call(
+    backend: Backend, strategy: str
+) -> None:
+    """While a generator draws, one read of the namespace's marker stands for the claim check
+    (see ``claim_and_identity`` in ``common.lua``). When the claim is replaced under it (its key
+    deleted and another configuration drawing first), the marker no longer matches: the next call
+    checks the claim again and is refused, with nothing taken."""
+    ours, theirs = CLAIMED[strategy]
+    running = getattr(backend.ids(), strategy)("users", **ours)
+    for _ in range(3):
+        running.next_id()
+    backend.client.delete(running.claim_key)
+    other = getattr(backend.ids(), strategy)("users", **theirs)
+    other.next_id()
+    with pytest.raises(ConfigError, match="recorded the claim"):
+        running.next_id()

@@ -277,6 +277,8 @@ def test_claims_clear_needs_yes_without_a_terminal(
     ids = RedisIds.from_url(REDIS_URL, prefix=prefix)
     ids.sequence("users").next_ids(3)
     ids.sequence("others").next_id()
+    marker = f"{prefix}:{{users}}:identity"
+    assert real_redis.exists(marker), "the namespace's identity marker stands for its claim"
     monkeypatch.setattr(sys, "stdin", io.StringIO("y\n"))  # not a terminal
     assert main(on_redis(prefix, "claims", "clear", "users")) == 1
     assert "--yes" in _one_line_error(capsys.readouterr().err)
@@ -294,6 +296,7 @@ def test_claims_clear_needs_yes_without_a_terminal(
         }
     ]
     assert not real_redis.exists(f"{prefix}:{{users}}:seq:node")
+    assert not real_redis.exists(marker), "running generators check the claim key again"
     assert real_redis.get(f"{prefix}:{{users}}:seq") == b"3", "counters are kept"
     assert real_redis.exists(f"{prefix}:{{others}}:seq:node"), "other namespaces are kept"
     assert main(on_redis(prefix, "claims", "clear", "users", "--yes")) == 0

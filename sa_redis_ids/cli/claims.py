@@ -17,7 +17,7 @@ from sa_redis_ids.cli import probe
 from sa_redis_ids.cli.options import add_redis_options
 from sa_redis_ids.cli.output import add_json_option, counted, print_json
 from sa_redis_ids.errors import ConfigError, RedisUnavailable
-from sa_redis_ids.keys import validate_namespace
+from sa_redis_ids.keys import KeySpace, validate_namespace
 from sa_redis_ids.redis.scripts import reply_text
 
 CLEAR_HELP = (
@@ -208,6 +208,12 @@ def run_clear(args: argparse.Namespace) -> int:
         for target, key, claim in doomed:
             if probe.delete_claims(target, [key]):
                 deleted.append((target, key, claim))
+        # Running generators check the claim through the namespace's identity marker while it
+        # stands (see claim_and_identity in common.lua): without it, each one's next call
+        # checks the claim key itself.
+        marker = KeySpace(args.prefix, record["namespace"]).key("identity")
+        for target in found:
+            probe.delete_claims(target, [marker])
         if args.json:
             print_json(_clear_record(args, deleted))
         else:

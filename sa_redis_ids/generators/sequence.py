@@ -135,36 +135,38 @@ class SequenceGenerator(BufferedGenerator[int]):
         for _ in range(2):
             guard = max(high.mark(node.index) or 0, floor or 0)
             ask = has_floor and floor is None
+            guard_text, heal_text, _ = heal_args(
+                guard, self.headroom + high.drift(node.index, self.drift_most), limit, ask=ask
+            )
             reply = yield Run(
                 node,
                 "sequence",
                 keys,
                 [
                     n,
-                    claim,
+                    f"{high.identities[node.index]} {claim}",
                     limit_text,
-                    *heal_args(
-                        guard,
-                        self.headroom + high.drift(node.index, self.drift_most),
-                        limit,
-                        ask=ask,
-                    ),
-                    high.identities[node.index],
+                    guard_text,
+                    "ask" if ask else heal_text,
                 ],
             )
-            try:
-                after_text, healed, identity = check_reply(
-                    reply, namespace=self.namespace, node=node, claim=claim
-                )
-            except NeedsFloor:
-                floor = yield from self._floor_counter(node)
-                continue
+            if type(reply) is int:  # the fast path: sound counter, the node this process saw
+                after = reply
+                high.saw(node.index, after)
+            else:
+                try:
+                    after_text, healed, identity = check_reply(
+                        reply, namespace=self.namespace, node=node, claim=claim
+                    )
+                except NeedsFloor:
+                    floor = yield from self._floor_counter(node)
+                    continue
+                after = int(after_text)
+                if healed:
+                    high.healed(node.name, reply_text(healed), str(after - n))
+                high.answered(node.index, identity, after)
             if floor is not None:
                 high.set_consulted(node.index)
-            after = int(after_text)
-            if healed:
-                high.healed(node.name, reply_text(healed), str(after - n))
-            high.answered(node.index, identity, after)
             high.pace(node.index, after)
             return node.values(self.start, after, n)
         raise ScriptError(  # pragma: no cover - the second call carries the floor

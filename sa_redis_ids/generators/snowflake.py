@@ -452,6 +452,12 @@ class SnowflakeGenerator(IdGenerator[int]):
                 call.keys,
                 [n, *call.head, guard[0], guard[1], state, call.headroom, high.identities[index]],
             )
+            if type(reply) is int:  # the fast path: sound state, the node this process saw
+                first_ms, first = divmod(reply, slots)
+                if floor is not None:
+                    high.set_consulted(index)
+                high.saw(index, divmod(reply + n - 1, slots))
+                return self.layout._compose_run(first_ms, first, n, slots, shard, node.count, index)
             try:
                 first_ms, first, last_ms, last, healed, identity = check_reply(
                     reply, namespace=self.namespace, node=node, claim=call.claim

@@ -29,10 +29,12 @@ local function dec_gt(a, b)
   return a > b
 end
 
--- Milliseconds since the Unix epoch by the Redis server's clock.
+-- Milliseconds since the Unix epoch by the Redis server's clock. (Arithmetic converts a numeric
+-- string once; tonumber() parses it twice in Redis's Lua 5.1: the scripts' fast paths use the
+-- former.)
 local function redis_now_ms()
   local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  return t[1] * 1000 + math.floor(t[2] / 1000)
 end
 
 -- The replication ID of this server (INFO replication, master_replid): it changes when a replica
@@ -50,7 +52,19 @@ end
 -- neither to the replicas nor to the AOF, so a promoted replica has none; only a copy in a full
 -- resynchronisation's snapshot could reach one, and it expires this soon after it was written.
 local IDENTITY_TTL_MS = 1000
-local NO_REPLID = string.rep('0', 40)
+local NO_REPLID = '0000000000000000000000000000000000000000'
+
+-- Write a namespace's identity marker (see node_identity_since) without replicating it or logging
+-- it to the AOF; `...` are SET's options (the expiry).
+local function set_marker(marker, value, ...)
+  -- Not replicated, not in the AOF (where a server cannot keep a write to itself, as a Redis
+  -- before 7 replicating scripts verbatim, the marker still expires within the second).
+  local quiet = redis.set_repl and pcall(redis.set_repl, redis.REPL_NONE)
+  redis.call('SET', marker, value, ...)
+  if quiet then
+    redis.set_repl(redis.REPL_ALL)
+  end
+end
 
 -- The node's identity and whether the node *moved* since `seen` (the identity a process saw last,
 -- "" for none): it is another server now, promoted from a replica that may have missed writes.
@@ -62,12 +76,22 @@ local NO_REPLID = string.rep('0', 40)
 -- `marker` (a key of the namespace's hash tag) caches the identity, so INFO is read about once a
 -- second per namespace and node, and whenever a process saw another identity than the marker's.
 -- `known`: the marker's value if the caller read it already (false: missing; nil: not read).
-local function node_identity_since(marker, seen, known)
+-- `claim` (optional): the node claim the caller has just checked against the claim key; the
+-- marker then holds "identity claim", so a script's fast path can check both with one read of
+-- the marker (the marker keeps its expiry when only its claim part is rewritten).
+local function node_identity_since(marker, seen, known, claim)
   if known == nil then
     known = redis.call('GET', marker)
   end
-  if known and (known == seen or seen == '') then
-    return known, false
+  local suffix = claim and (' ' .. claim) or ''
+  if known then
+    local id = string.match(known, '^%S*')
+    if id == seen or seen == '' then
+      if known ~= id .. suffix then
+        set_marker(marker, id .. suffix, 'KEEPTTL')
+      end
+      return id, false
+    end
   end
   local info = redis.pcall('INFO', 'replication')
   if type(info) ~= 'string' then
@@ -75,13 +99,7 @@ local function node_identity_since(marker, seen, known)
   end
   local id = string.match(info, 'master_replid:(%w+)') or ''
   if id ~= '' then
-    -- Not replicated, not in the AOF (where a server cannot keep a write to itself, as a Redis
-    -- before 7 replicating scripts verbatim, the marker still expires within the second).
-    local quiet = redis.set_repl and pcall(redis.set_repl, redis.REPL_NONE)
-    redis.call('SET', marker, id, 'PX', IDENTITY_TTL_MS)
-    if quiet then
-      redis.set_repl(redis.REPL_ALL)
-    end
+    set_marker(marker, id .. suffix, 'PX', IDENTITY_TTL_MS)
   end
   if seen == '' or id == seen then
     return id, false
@@ -93,8 +111,27 @@ local function node_identity_since(marker, seen, known)
   return id, not restarted
 end
 
+-- The claim check and the node identity of an issuing script (claim_node, node_identity_since):
+-- returns the recorded claim when it is not `claim` (nothing may be taken), else nil, the
+-- identity and whether the node moved. While the marker holds "seen claim" (written only by a
+-- script that found `claim` recorded, and gone within a second, or at once on a promoted replica
+-- or another process's claim), that one read stands for both checks.
+local function claim_and_identity(claim_key, claim, marker, seen)
+  local known = redis.call('GET', marker)
+  if known and seen ~= '' and known == seen .. ' ' .. claim then
+    return nil, seen, false
+  end
+  local recorded = claim_node(claim_key, claim)
+  if recorded then
+    return recorded
+  end
+  local identity, moved = node_identity_since(marker, seen, known, claim)
+  return nil, identity, moved
+end
+
 -- The reply of an issuing script that took its values: the parts as one space-separated string,
--- numbers as whole decimals. One reply element parses much faster than a table of them, and this
+-- numbers as whole decimals ('%d': far cheaper than '%.0f', exact below 2^63). One reply element
+-- parses much faster than a table of them, and this
 -- reply comes back on every call; failures still answer a table {code, ...}.
 local function ok_reply(...)
   local n = select('#', ...)
@@ -104,7 +141,7 @@ local function ok_reply(...)
     if part == nil then
       parts[i] = ''
     elseif type(part) == 'number' then
-      parts[i] = string.format('%.0f', part)
+      parts[i] = string.format('%d', part)
     end
   end
   return table.concat(parts, ' ', 1, n)

@@ -4,32 +4,54 @@
 -- KEYS[2]  node claim key of the namespace
 -- KEYS[3]  identity marker of the namespace (see node_identity_since in common.lua)
 -- ARGV[1]  n, how many values to take (>= 1)
--- ARGV[2]  this node's claim, "index/count|config"
+-- ARGV[2]  "identity claim": the node identity (replication ID) this process saw last ("": none
+--          yet), a space, and this node's claim, "index/count|config"; a node that moved since
+--          (a promoted replica, not a restart from its own data) has its counter raised to at
+--          least the heal value
 -- ARGV[3]  highest counter value allowed (decimal string)
 -- ARGV[4]  guard: the counter must already be at least this ("0": no guard); the highest counter
 --          this process received from the node, or the database's floor
--- ARGV[5]  heal: the counter a missing or guarded counter is set to (guard + headroom)
--- ARGV[6]  "1": the generator has a floor not included in this call: a missing counter, or one
+-- ARGV[5]  heal: the counter a missing or guarded counter is set to (guard + headroom); or "ask":
+--          the generator has a floor not included in this call, so a missing counter, or one
 --          below the guard, is reported (status 6) instead of healed
--- ARGV[7]  the node identity (replication ID) this process saw last ("": none yet); a node that
---          moved since (a promoted replica, not a restart from its own data) has its counter
---          raised to at least the heal value
--- Returns  "after healed identity" when values were taken: one string of three space-separated
---          parts, the counter after taking n, healed ("" when the counter was sound, else the
---          counter it was healed from, "-" when it was missing) and the node identity; else
+-- Returns  the counter after taking n, as an integer, when the counter was sound and the node is
+--          the one this process saw (the common case); else, when values were taken, one string
+--          "after healed identity" (after: the counter after taking n; healed: "" when the
+--          counter was sound, else the counter it was healed from, "-" when it was missing; the
+--          node identity); else
 --          {1, counter now (string)}  exhausted: nothing taken
 --          {2, recorded claim}        node claim mismatch: nothing taken
 --          {6, counter or ""}         the floor must be read first: nothing taken
+
+-- The fast path: one read of the marker checks both the node's identity and the claim (the marker
+-- holds "identity claim" only while both hold, see node_identity_since); the counter is taken
+-- first and checked after. Anything else (a counter below the guard, missing, exhausted or past
+-- 2^53, where Lua numbers are not exact) is undone here and handled in full below.
+local n, heal = ARGV[1], ARGV[5]
+if heal ~= 'ask' and redis.call('GET', KEYS[3]) == ARGV[2] then
+  local after, limit = redis.call('INCRBY', KEYS[1], n), ARGV[3]
+  if after < 9007199254740992 and after - n >= ARGV[4] + 0
+      and (#limit > 16 or after <= limit + 0) then
+    return after
+  end
+  if after == tonumber(n) then  -- the counter was missing (or 0, which heals the same way)
+    redis.call('DEL', KEYS[1])
+  else
+    redis.call('DECRBY', KEYS[1], n)
+  end
+end
+--! common
+local seen, claim = string.match(ARGV[2], '^(%S*) (.*)$')
 -- The claim, the identity marker and the counter in one read (the claim is checked here).
 local read = redis.call('MGET', KEYS[2], KEYS[3], KEYS[1])
 local recorded, current = read[1], read[3]
 if not recorded then
-  redis.call('SET', KEYS[2], ARGV[2])
-elseif recorded ~= ARGV[2] then
+  redis.call('SET', KEYS[2], claim)
+elseif recorded ~= claim then
   return {2, recorded}
 end
-local guard, heal, ask = ARGV[4], ARGV[5], ARGV[6] == '1'
-local identity, moved = node_identity_since(KEYS[3], ARGV[7], read[2])
+local guard, ask = ARGV[4], heal == 'ask'
+local identity, moved = node_identity_since(KEYS[3], seen, read[2], claim)
 local healed = ''
 if (not current and (ask or guard ~= '0')) or (current and dec_gt(guard, current)) or moved then
   if ask then
@@ -40,14 +62,14 @@ if (not current and (ask or guard ~= '0')) or (current and dec_gt(guard, current
     healed = current or '-'
   end
 end
-local after = redis.call('INCRBY', KEYS[1], ARGV[1])
+local after = redis.call('INCRBY', KEYS[1], n)
 if after < 9007199254740992 then
-  after = string.format('%.0f', after)
+  after = string.format('%d', after)
 else  -- past 2^53 a Lua number is not exact: read the counter as text
   after = redis.call('GET', KEYS[1])
 end
 if dec_gt(after, ARGV[3]) then
-  redis.call('DECRBY', KEYS[1], ARGV[1])
+  redis.call('DECRBY', KEYS[1], n)
   return {1, redis.call('GET', KEYS[1])}
 end
 return ok_reply(after, healed, identity)

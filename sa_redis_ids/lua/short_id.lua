@@ -35,13 +35,12 @@
 --                                   the bitmap is missing, the total is below the guard, or the
 --                                   node moved; "0" when only the generation is not the
 --                                   one this process saw (another process healed); nothing taken
-local recorded = claim_node(KEYS[2], ARGV[1])
+local recorded, identity, moved = claim_and_identity(KEYS[2], ARGV[1], KEYS[5], ARGV[9])
 if recorded then
   return {2, recorded}
 end
 local total = redis.call('GET', KEYS[3])
 local generation = redis.call('GET', KEYS[4])
-local identity, moved = node_identity_since(KEYS[5], ARGV[9])
 local lost = (not total and (ARGV[5] ~= '0' or ARGV[6] == '1'))
   or (total and dec_gt(ARGV[5], total))
   or (total and total ~= '0' and redis.call('EXISTS', KEYS[1]) == 0)

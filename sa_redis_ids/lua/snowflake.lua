@@ -23,7 +23,10 @@
 -- ARGV[11] the node identity (replication ID) this process saw last ("": none yet); a node that
 --          moved since (a promoted replica, not a restart from its own data) has its state
 --          raised as if it were below the guard
--- Returns  ok_reply(first ms, first slot, last ms, last slot, healed, identity): the slots run on from
+-- Returns  the first slot as one integer, first ms * slots per ms + first slot, when the state was
+--          sound, the node is the one this process saw and the number is exact (the common
+--          case: the slots run on from it, a full millisecond at a time); else
+--          ok_reply(first ms, first slot, last ms, last slot, healed, identity): the slots run on from
 --          the first to the last, a full millisecond at a time (slot counts restart at 0 each
 --          millisecond); healed is "" when the state was sound, else the millisecond it was
 --          healed from ("-": it was missing)
@@ -32,17 +35,51 @@
 --          {3, ms behind}            the clock is behind `seen` by more than the tolerance
 --          {6, ms or ""}             the floor must be read first: nothing taken
 --          {30, ms before the epoch} the Redis time lies before the layout's epoch
+
+-- The fast path: the marker holds "identity claim" (one read checks both, see
+-- claim_and_identity), the state is there, at or past the guard, and the clock not behind it.
+-- It writes nothing unless it answers; anything else is handled in full below.
+local slots = ARGV[5] + 0
+if ARGV[11] ~= '' and ARGV[9] ~= 'ask'
+    and redis.call('GET', KEYS[3]) == ARGV[11] .. ' ' .. ARGV[2] then
+  local now = redis_now_ms() - ARGV[3]
+  local state = redis.call('HMGET', KEYS[1], 'ms', 'c', 'seen')
+  local last_ms, last_c, seen = state[1], state[2], state[3]
+  if last_ms and last_c and seen then
+    last_ms, last_c, seen = last_ms + 0, last_c + 0, seen + 0
+    local guard_ms = ARGV[7] + 0
+    if now >= 0 and now >= seen
+        and (last_ms > guard_ms or (last_ms == guard_ms and last_c >= ARGV[8] + 0)) then
+      local n, ms, c = ARGV[1] + 0, now, 0
+      if last_ms >= now then
+        ms, c = last_ms, last_c + 1
+      end
+      if c >= slots then
+        ms, c = ms + 1, 0
+      end
+      local first = ms * slots + c
+      local last = first + n - 1
+      local end_ms = math.floor(last / slots)
+      if end_ms <= ARGV[4] + 0 and last < 9007199254740992 then
+        redis.call('HSET', KEYS[1], 'ms', string.format('%d', end_ms),
+          'c', string.format('%d', last % slots), 'seen', string.format('%d', now))
+        return first
+      end
+    end
+  end
+end
+--! common
+
 -- A whole number as plain decimal text (never "1e+12").
 local function whole(x)
-  return string.format('%.0f', x)
+  return string.format('%d', x)
 end
 
-local recorded = claim_node(KEYS[2], ARGV[2])
+local recorded, identity, moved = claim_and_identity(KEYS[2], ARGV[2], KEYS[3], ARGV[11])
 if recorded then
   return {2, recorded}
 end
 local n = tonumber(ARGV[1])
-local slots = tonumber(ARGV[5])
 local now = redis_now_ms() - tonumber(ARGV[3])
 if now < 0 then
   return {30, -now}
@@ -51,7 +88,6 @@ local state = redis.call('HMGET', KEYS[1], 'ms', 'c', 'seen')
 local last_ms, last_c, seen = tonumber(state[1]), tonumber(state[2]), tonumber(state[3])
 local guard_ms, guard_c = tonumber(ARGV[7]), tonumber(ARGV[8])
 local healed = ''
-local identity, moved = node_identity_since(KEYS[3], ARGV[11])
 local low = last_ms and guard_ms >= 0
   and (last_ms < guard_ms or (last_ms == guard_ms and last_c < guard_c))
 if not last_ms and guard_ms < 0 and not moved and ARGV[9] ~= 'ask' then
@@ -99,4 +135,8 @@ if end_ms > tonumber(ARGV[4]) then
   return {1, 'the end of the layout, millisecond ' .. ARGV[4] .. ' after its epoch'}
 end
 redis.call('HSET', KEYS[1], 'ms', whole(end_ms), 'c', whole(end_c), 'seen', whole(seen))
+local first = ms * slots + c
+if healed == '' and identity == ARGV[11] and first < 9007199254740992 - n then
+  return first
+end
 return ok_reply(ms, c, end_ms, end_c, healed, identity)

@@ -180,9 +180,11 @@ def describe_client(client: Any) -> str:
 
 
 def _is_ok(reply: Any) -> bool:
-    """Whether a script reply says the script did what it was asked: an issuing script's ok reply
-    (one string, see ``ok_reply`` in ``common.lua``) or a table ``{0, …}``."""
-    if isinstance(reply, (bytes, str)):
+    """Whether a script reply says the script did what it was asked: an issuing script's fast
+    answer (one integer), its ok reply (one string, see ``ok_reply`` in ``common.lua``) or a table
+    ``{0, …}``. Values must never be handed out from a reply this misses: it decides whether a
+    missing ``WAIT`` acknowledgement drops them."""
+    if type(reply) is int or isinstance(reply, (bytes, str)):
         return True
     return isinstance(reply, list) and bool(reply) and reply[0] == 0
 

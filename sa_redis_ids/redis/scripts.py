@@ -74,6 +74,12 @@ class NeedsFloor(SaRedisIdsError):
 INCLUDE = "--! include "
 """A line ``--! include NAME`` in a script is replaced by the script file ``NAME`` (once)."""
 
+COMMON = "--! common"
+"""A line ``--! common`` in a script ends its fast path: the ``common.lua`` definitions the fast
+path uses go before it, the others at this line (without the line, all go first). Lua creates a
+function each time its definition runs, so a fast path that returns early creates only those it
+calls."""
+
 
 def _script_file(name: str) -> str:
     """The text of script ``name``: ``"sequence"`` is the library's ``lua/sequence.lua``;
@@ -132,8 +138,13 @@ def _common_definitions() -> tuple[tuple[str, str], ...]:
     return tuple((name, "\n".join(lines)) for name, lines in chunks)
 
 
+_COMMENT = re.compile(r"--.*")
+"""A Lua comment to the end of its line (the scripts put no ``--`` inside strings)."""
+
+
 def _used(text: str, name: str) -> bool:
-    return re.search(rf"\b{re.escape(name)}\b", text) is not None
+    """Whether Lua ``text`` names ``name`` outside its comments."""
+    return re.search(rf"\b{re.escape(name)}\b", _COMMENT.sub("", text)) is not None
 
 
 def _common_for(body: str) -> list[str]:
@@ -157,7 +168,8 @@ def _common_for(body: str) -> list[str]:
 @cache
 def script_source(name: str, shift_ms: int = 0) -> str:
     """The text of script ``name`` (see `_script_file`) with its ``--! include`` lines
-    resolved and the definitions of ``common.lua`` it uses prepended.
+    resolved and the definitions of ``common.lua`` it uses prepended (or put at its ``--! common``
+    line, see `COMMON`).
 
     ``shift_ms`` (tests only, see [`sa_redis_ids.testing.shift_time`][sa_redis_ids.testing.shift_time]) builds a variant whose
     ``redis_now_ms()`` runs that many milliseconds ahead of Redis ``TIME``; the library's own
@@ -174,13 +186,17 @@ def script_source(name: str, shift_ms: int = 0) -> str:
         else:
             lines.append(line)
     body = "\n".join(lines)
-    parts = _common_for(body)
+    head, marked, rest = body.partition(f"\n{COMMON}\n")
+    if not marked:
+        head, rest = "", body
+    early = _common_for(head) if head else []
+    late = [part for part in _common_for(body) if part not in early]
     if shift_ms and _used(body, "redis_now_ms"):
-        parts.append(
+        (early if _used(head, "redis_now_ms") else late).append(
             "local unshifted_now_ms = redis_now_ms\n"
             f"redis_now_ms = function() return unshifted_now_ms() + ({int(shift_ms)}) end"
         )
-    return "\n".join([*parts, body]) + "\n"
+    return "\n".join([*early, *filter(None, [head]), *late, rest]) + "\n"
 
 
 def reply_text(value: Any) -> str:

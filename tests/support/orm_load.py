@@ -81,8 +81,12 @@ def _insert(load: OrmLoad, ready: Any, done: Any, stop: Any, out: Any) -> None:
             try:
                 session.commit()
                 batches += 1
-            except IntegrityError:
-                failed["IntegrityError"] += 1
+            except IntegrityError as exc:
+                failed["IntegrityError"] += 1  # which column: in the failure's printed counts
+                diag = getattr(exc.orig, "diag", None)
+                failed[f"IntegrityError on {getattr(diag, 'constraint_name', None)}"] += 1
+                if os.environ.get("SA_REDIS_IDS_SHOW_DUPLICATES"):
+                    print(f"{name} {time.monotonic():.3f} {getattr(diag, 'message_detail', None)}")
             except SaRedisIdsError as exc:
                 failed[type(exc).__name__] += 1
                 time.sleep(0.01)
