@@ -275,7 +275,7 @@ class AsyncSharedCalls(_Sharing[V]):
                 return await run_plan_async(self._take_plan(n))
             finally:
                 self._pass_on(loop, state)
-        request = _Request[V](n, loop.create_future())
+        request: _Request[V] = _Request(n, loop.create_future())
         state.queue.append(request)
         try:
             await request.wake
