@@ -3,23 +3,28 @@
 Without sharing, 16 threads (or 64 asyncio tasks) each calling ``next_id()`` make 16 (64) round
 trips, and throughput is that of one command per caller, whatever the concurrency. With sharing, a
 generator lets at most one call per node be in flight; a caller that finds every such call busy
-*waits*, and when a call ends the requests that queued up meanwhile go out together as one
-``next_ids(k)`` (``k`` the sum of what they asked for, at most the strategy's ``max_batch``). Each
-caller gets its own values, in the order the script returned them (a contiguous slice of one
-reply), and nothing is drawn beyond what the waiting callers asked for: sharing leaves no gaps at
-exit and keeps daily codes dense, unlike buffering (``block=``).
+(or, among threads, an answered batch still waking up) *waits*, and when a call ends the requests
+that queued up meanwhile go out together as one ``next_ids(k)`` (``k`` the sum of what they asked
+for, at most the strategy's ``max_batch``). Each caller gets its own values, in the order the
+script returned them (a contiguous slice of one reply), and nothing is drawn beyond what the
+waiting callers asked for: sharing leaves no gaps at exit and keeps daily codes dense, unlike
+buffering (``block=``).
 
 The first caller does not wait for anyone: it takes a free call slot and makes the call itself, on
 its own thread or task, so a lone caller's latency is one round trip, as without sharing (the
 bookkeeping is one lock taken twice). A generator's ``next_id``/``next_ids`` plans ask for the
 values with one `SharedTake` effect, which each driver carries out its own way. Only callers that
-arrive while calls are in flight queue up:
+arrive while calls are in flight (or a batch of threads wakes) queue up:
 
-- **Threads** (`SharedCalls`): the thread whose call ends makes the next call for the queued
-  requests at once, before it returns (it is running; a woken thread would first have to
-  win the GIL), then hands the requests queued meanwhile to the first of their threads, which does
-  the same. So no caller makes more than two calls, and every other call starts without waiting
-  for a thread to wake up.
+- **Threads** (`SharedCalls`): a call's waiters wake as a *chain*: the thread that made the
+  call wakes the first, and each woken thread wakes the next before it returns, so one thread at
+  a time competes for the GIL, not the whole batch at once (a thread woken while another holds the
+  GIL sleeps a second time). Callers arriving while a chain wakes queue up, even with a slot free
+  (the woken threads mostly call again at once), and the chain's last thread, which is running,
+  makes the call for all of them before it returns. A thread whose own call ends makes the next
+  call for the requests queued meanwhile, unless a chain is waking (its last thread will). So no
+  caller makes more than two calls, every call starts on a running thread, and 16 threads calling
+  in a loop ride calls of about 15 requests, not two alternating halves of the 16.
 - **asyncio** (`AsyncSharedCalls`): when a call ends, the tasks it answered run first (so
   those that call again join the next batch), then one task makes the next call for the queued
   requests; its waiters are woken when the reply is in. State is kept per event loop.
@@ -40,6 +45,7 @@ Fork: a child forgets calls in flight and queued requests it inherited (they are
 from __future__ import annotations
 
 import asyncio
+import itertools
 import os
 import threading
 import weakref
@@ -56,7 +62,7 @@ V = TypeVar("V")
 class _Request(Generic[V]):
     """One waiting caller's request: how many values, and what its shared call answered."""
 
-    __slots__ = ("alone", "error", "lead", "n", "taken", "values", "wake")
+    __slots__ = ("alone", "error", "n", "next", "taken", "values", "wake")
 
     def __init__(self, n: int, wake: Any):
         self.n = n
@@ -68,8 +74,8 @@ class _Request(Generic[V]):
         """The shared call ran out of values: try again alone."""
         self.taken = False
         """Left the queue in a batch (a cancelled waiter's values are then dropped)."""
-        self.lead: list[_Request[V]] | None = None
-        """The batch this (thread) waiter is to call for."""
+        self.next: _Request[V] | None = None
+        """The (thread) waiter to wake after this one; None: the last of its batch."""
 
     def outcome(self) -> list[V] | None:
         """The values, or raise the shared call's error; ``None``: the caller must call alone."""
@@ -138,6 +144,7 @@ class SharedCalls(_Sharing[V]):
     def _reset(self) -> None:
         self._lock = threading.Lock()
         self._calls = 0
+        self._chains = 0
         self._queue: deque[_Request[V]] = deque()
 
     @property
@@ -146,76 +153,80 @@ class SharedCalls(_Sharing[V]):
         return len(self._queue)
 
     def take(self, n: int) -> list[V]:
-        """``n`` (>= 1) values: from a call of this thread's own when a call slot is free, else
-        from the next shared call."""
+        """``n`` (>= 1) values: from a call of this thread's own when a call slot is free and no
+        answered batch is still waking up, else from the next shared call."""
         with self._lock:
-            lead = self._calls < self.slots
+            lead = self._calls < self.slots and not self._chains
             if lead:
                 self._calls += 1
             else:
                 wake = threading.Lock()
                 wake.acquire()
-                request = _Request[V](n, wake)
+                request: _Request[V] = _Request(n, wake)
                 self._queue.append(request)
         if lead:
             try:
                 return run_plan(self._take_plan(n))
             finally:
-                self._pass_on()
+                self._after_own_call()
         try:
             request.wake.acquire()
-        except BaseException:  # interrupted (KeyboardInterrupt): leave the queue, or serve
+        except BaseException:  # interrupted (KeyboardInterrupt): leave the queue, or pass on
             self._abandon(request)
             raise
-        if request.lead is not None:
-            self._serve(request.lead)
+        self._woken(request)
         values = request.outcome()
         return run_plan(self._take_plan(n)) if values is None else values
 
-    def _pass_on(self) -> None:
-        """A call ended: make the next call for the queued requests at once (this thread is
-        running, a woken one would first have to be scheduled), then hand the requests queued
-        after that to the first of their threads; or free the slot."""
+    def _after_own_call(self) -> None:
+        """A thread's own call ended: call for the requests that queued meanwhile at once (this
+        thread is running), unless a chain is waking (its last thread calls for them); or free
+        the slot."""
         with self._lock:
-            queue = self._queue
-            if not queue:  # a lone caller's way out: nothing else to do
+            if not self._queue or self._chains:
                 self._calls -= 1
                 return
-            batch = self._next_batch(queue)
-        try:
-            run_plan(self._answer(batch))
-        finally:
-            for request in batch:
-                request.wake.release()
-            self._hand_on()
-
-    def _hand_on(self) -> None:
-        """Hand the queued requests to the first of their threads, or free the slot."""
-        with self._lock:
             batch = self._next_batch(self._queue)
-            if not batch:
-                self._calls -= 1
-                return
-            batch[0].lead = batch
-        batch[0].wake.release()
+        self._call_for(batch)
 
-    def _serve(self, batch: list[_Request[V]]) -> None:
-        """Make the call for ``batch`` (this thread's request first), wake the others, pass on."""
+    def _call_for(self, batch: list[_Request[V]]) -> None:
+        """Make the call for ``batch``, free the slot, and wake the batch's threads as a chain:
+        the first only, each woken thread waking the next (so one thread at a time wants the
+        GIL), the last calling for the requests queued meanwhile (see `_woken`)."""
         try:
             run_plan(self._answer(batch))
         finally:
-            for request in batch[1:]:
-                request.wake.release()
-            self._pass_on()
+            for request, following in itertools.pairwise(batch):
+                request.next = following
+            with self._lock:
+                self._calls -= 1
+                self._chains += 1
+            batch[0].wake.release()
+
+    def _woken(self, request: _Request[V]) -> None:
+        """A waiting thread was woken: wake the next thread of its chain; the last one calls for
+        the requests that queued while the chain woke, if a slot is free."""
+        following = request.next
+        if following is not None:
+            following.wake.release()
+            return
+        with self._lock:
+            self._chains -= 1
+            if not self._queue or self._calls >= self.slots:
+                return
+            self._calls += 1
+            batch = self._next_batch(self._queue)
+        self._call_for(batch)
 
     def _abandon(self, request: _Request[V]) -> None:
-        """A waiting thread was interrupted: drop its request, or make the call it was handed."""
+        """A waiting thread was interrupted: drop its request, or (its call is in flight) wait
+        for its turn in the chain and pass the chain on."""
         with self._lock:
             if not request.taken:
                 self._queue.remove(request)
                 return
-        if request.wake.acquire(blocking=True) and request.lead is not None:
-            self._serve(request.lead)
+        request.wake.acquire()
+        self._woken(request)
 
     def _after_fork_in_child(self) -> None:
         self._reset()
@@ -264,7 +275,7 @@ class AsyncSharedCalls(_Sharing[V]):
                 return await run_plan_async(self._take_plan(n))
             finally:
                 self._pass_on(loop, state)
-        request = _Request[V](n, loop.create_future())
+        request: _Request[V] = _Request(n, loop.create_future())
         state.queue.append(request)
         try:
             await request.wake

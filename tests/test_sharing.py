@@ -21,6 +21,8 @@ from prometheus_client import CollectorRegistry
 
 from sa_redis_ids import RedisIds, RedisUnavailable
 from sa_redis_ids.metrics import enable_prometheus
+from sa_redis_ids.redis.plans import Effect, Plan
+from sa_redis_ids.sharing import SharedCalls
 from tests.conftest import Backend
 from tests.support.clients import async_ids_on
 from tests.support.servers import RedisServer
@@ -421,3 +423,157 @@ def test_share_calls_off_gives_each_task_its_own_round_trip(backend: Backend) ->
     drawn, calls = asyncio.run(main())
     assert calls == 80
     check_drawn("sequence", drawn, None)
+
+
+# -- thread calls on a scripted node: which thread makes which call --------------------------------
+
+
+class ScriptedCalls:
+    """A take plan for `SharedCalls` whose values are consecutive integers: with ``held``, each
+    call waits until the test lets it go; calls listed in ``failing`` (counted from 1) raise
+    instead of drawing. Records each call's size and the thread that made it."""
+
+    def __init__(self, *, held: bool = False, failing: Callable[[int], bool] = lambda call: False):
+        self.held = held
+        self.failing = failing
+        self.made: list[tuple[int, str]] = []
+        self.drawn = 0
+        self.entered = threading.Semaphore(0)
+        self.go = threading.Semaphore(0)
+        self.lock = threading.Lock()
+
+    def plan(self, n: int) -> Plan[list[int]]:
+        values: list[int] = yield _ScriptedCall(self, n)
+        return values
+
+    def call(self, n: int) -> list[int]:
+        with self.lock:
+            self.made.append((n, threading.current_thread().name))
+            number = len(self.made)
+        if self.held:
+            self.entered.release()
+            assert self.go.acquire(timeout=30), "the test never let the call go"
+        if self.failing(number):
+            raise RedisUnavailable(f"call {number} fails", namespace="scripted")
+        with self.lock:
+            first = self.drawn + 1
+            self.drawn += n
+        return list(range(first, first + n))
+
+    def let_go(self) -> None:
+        self.go.release()
+
+    def wait_entered(self) -> None:
+        assert self.entered.acquire(timeout=30), "no call started"
+
+
+class _ScriptedCall(Effect):
+    __slots__ = ("calls", "n")
+
+    def __init__(self, calls: ScriptedCalls, n: int):
+        self.calls = calls
+        self.n = n
+
+    def run(self) -> list[int]:
+        return self.calls.call(self.n)
+
+
+def _start_named(
+    name: str, target: Callable[[], Any], out: dict[str, Any], errors: dict[str, BaseException]
+) -> threading.Thread:
+    def run() -> None:
+        try:
+            out[name] = target()
+        except BaseException as exc:
+            errors[name] = exc
+
+    thread = threading.Thread(target=run, name=name)
+    thread.start()
+    return thread
+
+
+def test_the_last_woken_thread_of_a_batch_calls_for_the_requests_queued_meanwhile() -> None:
+    scripted = ScriptedCalls(held=True)
+    shared = SharedCalls(scripted.plan, most=100, slots=1)
+    out: dict[str, Any] = {}
+    errors: dict[str, BaseException] = {}
+    threads = [_start_named("leader", lambda: shared.take(1), out, errors)]
+    scripted.wait_entered()  # the leader's own call is in flight
+    for count, name in enumerate(["first", "second"], start=1):
+        threads.append(_start_named(name, lambda: shared.take(1), out, errors))
+        wait_until(lambda count=count: shared.waiting == count, f"{name} waits")
+    scripted.let_go()
+    scripted.wait_entered()  # the leader calls for the two that waited
+    threads.append(_start_named("late", lambda: shared.take(2), out, errors))
+    wait_until(lambda: shared.waiting == 1, "the late request waits")
+    scripted.let_go()
+    scripted.wait_entered()  # the batch woke in order; its last thread, running, calls
+    scripted.let_go()
+    for thread in threads:
+        thread.join(timeout=30)
+    assert errors == {}
+    assert scripted.made == [(1, "leader"), (2, "leader"), (2, "second")]
+    assert out == {"leader": [1], "first": [2], "second": [3], "late": [4, 5]}
+    scripted.held = False
+    assert shared.take(1) == [6], "a lone caller calls at once: every slot and chain is free"
+
+
+def test_a_failed_call_wakes_its_whole_batch_with_one_error_and_the_queue_is_still_served() -> None:
+    scripted = ScriptedCalls(held=True, failing=lambda call: call == 2)
+    shared = SharedCalls(scripted.plan, most=100, slots=1)
+    out: dict[str, Any] = {}
+    errors: dict[str, BaseException] = {}
+    threads = [_start_named("leader", lambda: shared.take(1), out, errors)]
+    scripted.wait_entered()
+    for count, name in enumerate(["a", "b", "c"], start=1):
+        threads.append(_start_named(name, lambda: shared.take(2), out, errors))
+        wait_until(lambda count=count: shared.waiting == count, f"{name} waits")
+    scripted.let_go()
+    scripted.wait_entered()  # the shared call for a, b and c: it fails
+    threads.append(_start_named("late", lambda: shared.take(1), out, errors))
+    wait_until(lambda: shared.waiting == 1, "the late request waits")
+    scripted.let_go()
+    scripted.wait_entered()  # the failed batch's last thread calls for the late request
+    scripted.let_go()
+    for thread in threads:
+        thread.join(timeout=30)
+    assert out == {"leader": [1], "late": [2]}, "the failed call drew nothing"
+    assert sorted(errors) == ["a", "b", "c"]
+    assert len({id(error) for error in errors.values()}) == 1, "one and the same error"
+    assert isinstance(errors["a"], RedisUnavailable)
+    assert scripted.made == [(1, "leader"), (6, "leader"), (1, "c")]
+
+
+@pytest.mark.parametrize("slots", [1, 2])
+@pytest.mark.parametrize("failures", [False, True], ids=["calls succeed", "every 5th call fails"])
+def test_threads_calling_in_a_loop_get_their_own_values_in_order_and_nothing_more(
+    slots: int, failures: bool
+) -> None:
+    scripted = ScriptedCalls(
+        failing=(lambda call: call % 5 == 0) if failures else lambda call: False
+    )
+    shared = SharedCalls(scripted.plan, most=10, slots=slots)
+    results: list[list[int]] = [[] for _ in range(16)]
+    failed = [0] * 16
+    barrier = threading.Barrier(16)
+
+    def work(slot: int) -> None:
+        barrier.wait()
+        for turn in range(300):
+            try:
+                results[slot].extend(shared.take(1 + (slot + turn) % 3))
+            except RedisUnavailable:
+                failed[slot] += 1
+
+    threads = [threading.Thread(target=work, args=(slot,)) for slot in range(16)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    assert not any(thread.is_alive() for thread in threads), "a caller hangs"
+    assert all(chunk == sorted(chunk) for chunk in results), "each caller's values in order"
+    drawn = [value for chunk in results for value in chunk]
+    assert sorted(drawn) == list(range(1, scripted.drawn + 1)), "nothing drawn for no one"
+    assert all(n <= 10 for n, _ in scripted.made), "no call beyond max_batch"
+    assert (sum(failed) > 0) == failures
+    assert shared.waiting == 0
