@@ -88,6 +88,25 @@ def test_a_missing_day_is_seeded_above_the_floor_once_then_no_lock(
     assert locks == ["invoices.dp.20310203"], "only the first call of the day takes the lock"
 
 
+def test_a_seed_after_a_loss_adds_the_drift_of_the_mark_of_the_day(
+    backend: Backend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After a loss, a day's counter is seeded as a heal: above the floor and this process's mark
+    of the day, by the headroom plus the mark's drift. Values another process drew after an
+    earlier heal, not yet in the table, lie a headroom above the floor; only the drift (what the
+    node's pace says the others drew since this process's mark) can reach above them."""
+    ids = backend.ids()
+    floor = Counted(5)
+    invoices = ids.date_prefixed("invoices", length=12, floor=floor, headroom=100)
+    shift_to_local(invoices, DAY, NOON)
+    assert invoices.next_id() == 20310203_0106  # seeded at the floor plus the headroom
+    for key in backend.client.scan_iter(match=f"{ids.prefix}:*"):
+        backend.client.delete(key)
+    floor.value = 50  # others' values reached the table; this process's mark (106) is older
+    monkeypatch.setattr(invoices.high, "drift", lambda index, most, period="": min(most, 900))
+    assert invoices.next_id() == 20310203_0106 + 100 + 900 + 1
+
+
 def test_daily_codes_are_seeded_above_the_floor(
     backend: Backend, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -450,11 +450,23 @@ class DatedGenerator(IdGenerator[V]):
 
     def _seed_one(self, node: Node, day: date, used: int) -> Plan[bool]:
         """Create ``node``'s counter of ``day`` above the floor ``used`` (plus the headroom when
-        the day already has values: they may be followed by values not yet in the database)."""
+        the day already has values: they may be followed by values not yet in the database).
+
+        After a loss the counter is healed as the script heals one below this process's mark:
+        above the floor and the mark of the day, by the headroom plus the mark's drift. The
+        floor alone does not hold what was drawn after an earlier heal and not committed yet
+        (those values lie a headroom above it), so a second loss soon after a first would
+        otherwise seed below them."""
         limit = node.counter_through(self.start, self.counter_max)
         counter = node.counter_through(self.start, used)
-        _, seeded, _ = heal_args(counter, self.headroom, limit, ask=False)
-        _, vanished, _ = heal_args(counter, self.headroom, limit, ask=False, floor_read=True)
+        label = day_label(day)
+        room = self.headroom
+        mark: tuple[str, int] | None = self.high.mark(node.index)
+        if mark is not None and mark[0] == label:
+            counter = max(counter, mark[1])
+            room += self.high.drift(node.index, self.drift_most, label)
+        _, seeded, _ = heal_args(counter, room, limit, ask=False)
+        _, vanished, _ = heal_args(counter, room, limit, ask=False, floor_read=True)
         before, _ = yield from self._set(node, day, int(seeded), "seed", vanished=int(vanished))
         return before is None
 
