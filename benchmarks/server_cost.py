@@ -13,6 +13,9 @@ and for a redis-py ``INCR`` (sent as ``INCRBY``), ``B`` times resets the server'
 It prints the lowest of the ``B`` batches for both (on a shared machine a batch's average includes
 the times the server waited for a core; the lowest is closest to what a call costs), with the
 ratio to ``INCR``. Timings are never asserted anywhere.
+
+``--callgrind`` counts instead the instructions the server executes per call, under valgrind (see
+`benchmarks.callgrind`): a figure the machine's load does not move, for comparing scripts.
 """
 
 from __future__ import annotations
@@ -23,6 +26,8 @@ from typing import Any
 
 import redis
 
+from benchmarks.callgrind import CallgrindServer
+from benchmarks.callgrind import available as callgrind_available
 from benchmarks.report import table
 from sa_redis_ids import RedisIds
 from tests.support.servers import RedisServer
@@ -52,19 +57,24 @@ def measure(
     return script, cpu
 
 
+def _generators(ids: RedisIds) -> dict[str, Callable[[], object]]:
+    """Each strategy's ``next_id``, on fresh namespaces."""
+    return {
+        "sequence": ids.sequence("seq").next_id,
+        "date_prefixed": ids.date_prefixed("dp").next_id,
+        "daily_code": ids.daily_code("dc", digits=8, tz="UTC").next_id,
+        "snowflake": ids.snowflake("sf").next_id,
+        "short_id": ids.short_id("sid", pool_size=10_000_000, offset=10_000_000).next_id,
+    }
+
+
 def run(calls: int, batches: int) -> list[list[object]]:
     """Start a server, measure every strategy and ``INCR``, stop it; the table's rows."""
     server = RedisServer().start()
     try:
         client = server.client()
         ids = RedisIds.from_url(server.url, prefix="bench_server_cost")
-        generators: dict[str, Callable[[], object]] = {
-            "sequence": ids.sequence("seq").next_id,
-            "date_prefixed": ids.date_prefixed("dp").next_id,
-            "daily_code": ids.daily_code("dc", digits=8, tz="UTC").next_id,
-            "snowflake": ids.snowflake("sf").next_id,
-            "short_id": ids.short_id("sid", pool_size=10_000_000, offset=10_000_000).next_id,
-        }
+        generators = _generators(ids)
         incr = measure(
             client, "incrby", lambda: client.incr("bench_server_cost:incr"), calls, batches
         )
@@ -77,12 +87,41 @@ def run(calls: int, batches: int) -> list[list[object]]:
     return rows
 
 
+def run_callgrind(calls: int) -> list[list[object]]:
+    """Instructions per call of ``INCR`` and each strategy's ``next_id()`` in a server run
+    under callgrind (see `benchmarks.callgrind`); the table's rows."""
+    with CallgrindServer() as server:
+        client = redis.Redis.from_url(server.url, socket_timeout=30)
+        ids = RedisIds.from_url(server.url, prefix="bench_server_cost", socket_timeout=30)
+        try:
+            incr = server.instructions(lambda: client.incr("bench_server_cost:incr"), calls)
+            rows: list[list[object]] = [["redis-py INCR", round(incr), 1.0]]
+            for name, call in _generators(ids).items():
+                count = server.instructions(call, calls)
+                rows.append([f"{name} next_id()", round(count), count / incr])
+        finally:
+            ids.close()
+            client.close()
+    return rows
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--calls", type=int, default=2000, help="calls per batch")
     parser.add_argument("--batches", type=int, default=10, help="batches of each kind")
     parser.add_argument("--quick", action="store_true", help="2 batches of 500 calls")
+    parser.add_argument(
+        "--callgrind",
+        action="store_true",
+        help="count the server's instructions per call under valgrind instead (--calls of each)",
+    )
     args = parser.parse_args(argv)
+    if args.callgrind:
+        if not callgrind_available():
+            parser.error("--callgrind needs valgrind and callgrind_control on the PATH")
+        rows = run_callgrind(200 if args.quick else args.calls)
+        print(table(["call", "instructions per call", "× INCR"], rows))
+        return 0
     rows = run(500, 2) if args.quick else run(args.calls, args.batches)
     headers = ["call", "commandstats µs", "× INCR", "server CPU µs", "× INCR"]
     print(table(headers, rows))

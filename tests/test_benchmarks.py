@@ -17,7 +17,7 @@ import redis.asyncio
 from benchmarks import ids as bench
 from benchmarks import server_cost
 from sa_redis_ids.cli import main
-from tests.support.services import REDIS_URL
+from tests.support.services import REDIS_URL, require_binary
 
 TARGET_NAMES = (
     "sequence next_id() latency <= 1.10× PING",
@@ -265,3 +265,22 @@ def test_the_server_cost_benchmark_reports_every_strategy_against_incr() -> None
     assert rows[0][2] == rows[0][4] == 1.0
     for _, script, versus, cpu, cpu_versus in rows:
         assert script > 0 and versus > 0 and cpu >= 0 and cpu_versus >= 0
+
+
+def test_the_callgrind_server_cost_counts_every_strategy_above_an_incr() -> None:
+    """Instruction counts, not times: every script runs an INCRBY or HSET and more besides, so
+    each strategy's count is above an INCR's on any machine."""
+    require_binary("valgrind")
+    require_binary("callgrind_control")
+    rows = server_cost.run_callgrind(20)
+    assert [row[0] for row in rows][1:] == [
+        "sequence next_id()",
+        "date_prefixed next_id()",
+        "daily_code next_id()",
+        "snowflake next_id()",
+        "short_id next_id()",
+    ]
+    incr = rows[0][1]
+    assert isinstance(incr, int) and incr > 0
+    for _, count, versus in rows[1:]:
+        assert isinstance(count, int) and count > incr and versus > 1.0

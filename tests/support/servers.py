@@ -64,9 +64,14 @@ class RedisServer:
         directory: Path | None = None,
         args: Sequence[str] = (),
         binary: str = "redis-server",
+        wrapper: Sequence[str] = (),
+        start_seconds: float = 10.0,
     ):
         self.cluster = cluster
         self.binary = binary
+        self.wrapper = list(wrapper)
+        """A command the server runs under (``valgrind --tool=callgrind``, say); none by default."""
+        self.start_seconds = start_seconds
         self.args = list(args)  # extra redis-server options, after (so overriding) the defaults
         self.port = free_port(with_bus=cluster)
         self.dir = directory or Path(tempfile.mkdtemp(prefix="sa_redis_ids_test_"))
@@ -82,6 +87,7 @@ class RedisServer:
     def start(self) -> RedisServer:
         binary = require_binary(self.binary)
         args = [
+            *self.wrapper,
             binary,
             "--port",
             str(self.port),
@@ -107,7 +113,7 @@ class RedisServer:
             ]
         args += self.args
         self.process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + self.start_seconds
         while True:
             try:
                 if self.client().ping():
