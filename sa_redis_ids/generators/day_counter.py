@@ -133,7 +133,7 @@ class _Window(Generic[P]):
 class _NodeArgs:
     """What ``dated_take`` is told about one node on every call: its claim and counter limit."""
 
-    __slots__ = ("claim", "claim_arg", "limit", "limit_text", "storage")
+    __slots__ = ("claim", "claim_arg", "limit", "limit_text", "storage", "storage_timed")
 
     def __init__(self, claim: str, limit: int, storage: tuple[bytes, bytes]):
         self.claim = claim
@@ -141,9 +141,11 @@ class _NodeArgs:
         self.limit = limit
         self.limit_text = str(limit).encode()
         self.storage = storage
+        self.storage_timed = (storage[0] + b"!", storage[1])
+        """The storage arguments of a call that needs the Redis time (``"hash!"``/``"key!"``)."""
 
 
-_Taken = tuple[list[V], _Day[Any], int]
+_Taken = tuple[list[V], _Day[Any], int | None]
 """What one node's take answers: the values, their day, and the Redis time they were taken at."""
 
 
@@ -254,12 +256,17 @@ class DatedGenerator(IdGenerator[V]):
 
     def _take_block_plan(self, n: int) -> Plan[DatedBlock[V]]:
         """The plan of `_take_block` (for a buffer on the asyncio driver)."""
-        values, day, now_ms = yield from self._call_plan(lambda node: self._take_on(node, n))
+        values, day, now_ms = yield from self._call_plan(
+            lambda node: self._take_on(node, n, timed=True)
+        )
+        if now_ms is None:  # pragma: no cover - a timed call always answers the Redis time
+            raise ScriptError("dated_take answered no Redis time", namespace=self.namespace)
         return DatedBlock(day.day, values, now_ms, day.end_ms)
 
-    def _take_on(self, node: Node, n: int) -> Plan[_Taken[V]]:
-        """``n`` values of the day on ``node`` (more round trips to read or seed a floor)."""
-        return self._with_floor_read_once(node, lambda: self._attempt(node, n))
+    def _take_on(self, node: Node, n: int, *, timed: bool = False) -> Plan[_Taken[V]]:
+        """``n`` values of the day on ``node`` (more round trips to read or seed a floor);
+        ``timed``: the Redis time is needed too (else it may be None)."""
+        return self._with_floor_read_once(node, lambda: self._attempt(node, n, timed))
 
     def _node_args(self, node: Node) -> _NodeArgs:
         """What ``dated_take`` is told about ``node`` on every call (built once per node)."""
@@ -278,7 +285,7 @@ class DatedGenerator(IdGenerator[V]):
             prepared = self._prepared = _Window(self, window)
         return prepared
 
-    def _attempt(self, node: Node, n: int) -> Plan[_Taken[V]]:
+    def _attempt(self, node: Node, n: int, timed: bool = False) -> Plan[_Taken[V]]:
         index = node.index
         fixed: _NodeArgs = self._node_args(node)
         limit = fixed.limit
@@ -306,7 +313,7 @@ class DatedGenerator(IdGenerator[V]):
                     fixed.claim_arg,
                     fixed.limit_text,
                     floor,
-                    *fixed.storage,
+                    *(fixed.storage_timed if timed else fixed.storage),
                     guard_label,
                     guard_text,
                     heal_text,
@@ -314,31 +321,28 @@ class DatedGenerator(IdGenerator[V]):
                     *window.args,
                 ],
             )
+            if type(reply) is int:  # the fast path: (counter * days + day) of a sound counter
+                counter, position = divmod(reply, len(window.days))
+                high.saw(index, (window.days[position].label, counter))
+                return self._taken(node, n, window.days[position], counter, floor, None)
             if isinstance(reply, (bytes, str)):  # the ok reply (``ok_reply``): its parts
-                label, after, now_ms, _end, healed, identity = check_reply(
+                label, after, now_text, _end, healed, identity = check_reply(
                     reply, namespace=self.namespace, node=node
                 )
-                position = window.positions.get(label)
-                if position is None:  # pragma: no cover - the script picks one of the window's days
+                answered = window.positions.get(label)
+                if answered is None:  # pragma: no cover - the script picks one of the window's days
                     raise ScriptError(
                         f"dated_take answered the day {label!r}, not one of the window's",
                         namespace=self.namespace,
                         node=node.name,
                     )
-                day = window.days[position]
-                self._check_day(day.day)
-                counter = int(after)
-                if floor == FLOOR_GIVEN:
-                    high.set_consulted(index)
+                counter, now_ms = int(after), int(now_text)
                 if healed:
                     high.healed(node.name, reply_text(healed), str(counter - n))
-                high.answered(index, identity, (day.label, counter))
-                high.pace(index, counter, day.label)
-                if position == window.last:  # the day changed: move the window on with it
-                    self.clock.recenter(int(now_ms))
-                step = node.count
-                first = self.start + (counter - n) * step + node.index
-                return self._compose(day.part, first, n, step), day, int(now_ms)
+                high.answered(index, identity, (window.days[answered].label, counter))
+                if answered == window.last:  # the day changed: move the window on with it
+                    self.clock.recenter(now_ms)
+                return self._taken(node, n, window.days[answered], counter, floor, now_ms)
             try:
                 check_reply(reply, namespace=self.namespace, node=node, claim=fixed.claim)
             except OutOfWindow as exc:
@@ -376,6 +380,18 @@ class DatedGenerator(IdGenerator[V]):
             namespace=self.namespace,
             node=node.name,
         )
+
+    def _taken(
+        self, node: Node, n: int, day: _Day[Any], counter: int, floor: str, now_ms: int | None
+    ) -> _Taken[V]:
+        """The ``n`` values of ``day`` below ``counter`` (after taking them) on ``node``."""
+        self._check_day(day.day)
+        if floor == FLOOR_GIVEN:
+            self.high.set_consulted(node.index)
+        self.high.pace(node.index, counter, day.label)
+        step = node.count
+        first = self.start + (counter - n) * step + node.index
+        return self._compose(day.part, first, n, step), day, now_ms
 
     def _floor_counter(self, node: Node, day: date) -> Plan[int]:
         """The counter of ``node`` above which every value of ``day`` is above the floor."""

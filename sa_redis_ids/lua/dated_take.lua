@@ -14,7 +14,8 @@
 -- ARGV[4]  the floor: "none" (no floor), "ask" (a missing counter, or one below the guard, is
 --          reported, not healed), "first" (report the day even when its counter is sound: the
 --          process has not read the floor yet) or "given" (the guard includes the floor)
--- ARGV[5]  storage: "hash" or "key"
+-- ARGV[5]  storage: "hash" or "key"; "hash!" or "key!" when the caller needs the Redis time (a
+--          buffer's block: the reply is then never the one integer)
 -- ARGV[6]  storage "key": ms after the day's end at which its key expires
 -- ARGV[7]  label of the day the guard is for (the guard applies to that day only)
 -- ARGV[8]  guard: that day's counter must already be at least this ("0": none)
@@ -24,8 +25,12 @@
 --          moved since (a promoted replica, not a restart from its own data) has the day's
 --          counter raised to at least the heal value
 -- ARGV[11...] the day window: m, m+1 boundaries (UTC ms), m labels (see pick_day in day_window.lua)
--- Returns  ok_reply(label, counter after taking n (decimal string), Redis now ms, day end ms, healed,
---          identity}: healed is "" when the counter was sound, else the counter it was healed
+-- Returns  (counter after taking n) * m + d (m days in the window, d the 0-based day), one integer,
+--          when the counter was sound, the node is the one this process saw, the day is not the
+--          window's last (whose caller moves the window on, by the Redis time) and the number is
+--          exact (the common case); else
+--          ok_reply(label, counter after taking n (decimal), Redis now ms, day end ms, healed,
+--          identity): healed is "" when the counter was sound, else the counter it was healed
 --          from ("-": it was missing)
 --          {1, counter now}          exhausted: nothing taken
 --          {2, recorded claim}       node claim mismatch: nothing taken
@@ -36,12 +41,12 @@
 --          {7, label}                the day's key vanished without a purge (expired or
 --                                    evicted) and there is neither guard nor floor: nothing taken
 --! include day_window
-local recorded = claim_node(KEYS[2], ARGV[2])
+local recorded, identity, moved = claim_and_identity(KEYS[2], ARGV[2], KEYS[3], ARGV[10])
 if recorded then
   return {2, recorded}
 end
 local now = redis_now_ms()
-local label, d = pick_day(now, 11)
+local label, d, _, m = pick_day(now, 11)
 if not label then
   return {5, now}
 end
@@ -52,7 +57,8 @@ end
 local day_end = ARGV[13 + d]
 local n = ARGV[1]
 local floor = ARGV[4]
-local hash = ARGV[5] == 'hash'
+local storage = ARGV[5]
+local hash = storage == 'hash' or storage == 'hash!'
 local key = KEYS[5 + d]
 local guard, heal = '0', '0'
 if label == ARGV[7] then
@@ -70,7 +76,6 @@ if floor == 'first' then
 end
 -- a "key" day that has no key but is in the index had one: it expired or was evicted
 local vanished = not hash and not current and redis.call('SISMEMBER', KEYS[4], label) == 1
-local identity, moved = node_identity_since(KEYS[3], ARGV[10])
 local low = (current and dec_gt(guard, current)) or (not current and guard ~= '0')
 local healed = ''
 if low or moved or (not current and (floor == 'ask' or vanished)) then
@@ -88,31 +93,37 @@ if heal ~= '0' and (low or moved or vanished) and (not current or dec_gt(heal, c
     redis.call('HSET', KEYS[4], label, heal)
   elseif healed == '-' then
     redis.call('SET', key, heal)
-    redis.call('PEXPIREAT', key, string.format('%.0f', tonumber(day_end) + tonumber(ARGV[6])))
+    redis.call('PEXPIREAT', key, string.format('%d', tonumber(day_end) + tonumber(ARGV[6])))
     redis.call('SADD', KEYS[4], label)
   else
     redis.call('SET', key, heal, 'KEEPTTL')
   end
 elseif not current and not hash then
   redis.call('SET', key, '0')
-  redis.call('PEXPIREAT', key, string.format('%.0f', tonumber(day_end) + tonumber(ARGV[6])))
+  redis.call('PEXPIREAT', key, string.format('%d', tonumber(day_end) + tonumber(ARGV[6])))
   redis.call('SADD', KEYS[4], label)
 end
 
 local after
 if hash then
-  redis.call('HINCRBY', KEYS[4], label, n)
-  after = redis.call('HGET', KEYS[4], label)
-  if dec_gt(after, ARGV[3]) then
-    redis.call('HINCRBY', KEYS[4], label, -tonumber(n))
-    return {1, redis.call('HGET', KEYS[4], label)}
-  end
+  after = redis.call('HINCRBY', KEYS[4], label, n)
 else
-  redis.call('INCRBY', key, n)
-  after = redis.call('GET', key)
-  if dec_gt(after, ARGV[3]) then
+  after = redis.call('INCRBY', key, n)
+end
+local limit = ARGV[3]
+if after >= 9007199254740992 or (#limit <= 16 and after > tonumber(limit)) then
+  -- exhausted, or past 2^53 where a Lua number is not exact: compare the counter's text
+  after = hash and redis.call('HGET', KEYS[4], label) or redis.call('GET', key)
+  if dec_gt(after, limit) then
+    if hash then
+      redis.call('HINCRBY', KEYS[4], label, -tonumber(n))
+      return {1, redis.call('HGET', KEYS[4], label)}
+    end
     redis.call('DECRBY', key, n)
     return {1, redis.call('GET', key)}
   end
+elseif healed == '' and identity == ARGV[10] and d < m - 1 and after < 9007199254740992 / m
+    and string.byte(storage, -1) ~= 33 then  -- 33: '!', the caller needs the Redis time
+  return after * m + d
 end
 return ok_reply(label, after, now, day_end, healed, identity)

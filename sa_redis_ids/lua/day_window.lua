@@ -6,15 +6,19 @@
 -- Pick the local day that contains `now` from a day window passed in ARGV starting at `i`:
 --   ARGV[i] = m (days), ARGV[i+1 .. i+m+1] = day boundaries in UTC ms (ascending),
 --   ARGV[i+m+2 .. i+2m+1] = the m day labels ("YYYYMMDD").
--- Returns label, 0-based day index within the window, and the first ARGV index after the window;
--- label is nil when `now` lies outside the window (the caller answers STATUS_OUT_OF_WINDOW).
+-- Returns label, 0-based day index within the window, the first ARGV index after the window and
+-- m; label is nil when `now` lies outside the window (the caller answers STATUS_OUT_OF_WINDOW).
+-- The boundaries ascend, so the day is the first whose end lies past `now` (each boundary is
+-- parsed at most once).
 local function pick_day(now, i)
   local m = tonumber(ARGV[i])
   local after = i + 2 * m + 2
-  for d = 0, m - 1 do
-    if now >= tonumber(ARGV[i + 1 + d]) and now < tonumber(ARGV[i + 2 + d]) then
-      return ARGV[i + m + 2 + d], d, after
+  if now >= ARGV[i + 1] + 0 then
+    for d = 0, m - 1 do
+      if now < ARGV[i + 2 + d] + 0 then
+        return ARGV[i + m + 2 + d], d, after, m
+      end
     end
   end
-  return nil, nil, after
+  return nil, nil, after, m
 end
