@@ -130,8 +130,8 @@ local function claim_and_identity(claim_key, claim, marker, seen)
 end
 
 -- The reply of an issuing script that took its values: the parts as one space-separated string,
--- numbers as whole decimals ('%d': far cheaper than '%.0f', exact below 2^63). One reply element
--- parses much faster than a table of them, and this
+-- numbers as whole decimals ('%.0f': '%d' goes through a C long, 32 bits on some servers). One
+-- reply element parses much faster than a table of them, and this
 -- reply comes back on every call; failures still answer a table {code, ...}.
 local function ok_reply(...)
   local n = select('#', ...)
@@ -141,7 +141,7 @@ local function ok_reply(...)
     if part == nil then
       parts[i] = ''
     elseif type(part) == 'number' then
-      parts[i] = string.format('%d', part)
+      parts[i] = string.format('%.0f', part)
     end
   end
   return table.concat(parts, ' ', 1, n)

@@ -93,14 +93,14 @@ if heal ~= '0' and (low or moved or vanished) and (not current or dec_gt(heal, c
     redis.call('HSET', KEYS[4], label, heal)
   elseif healed == '-' then
     redis.call('SET', key, heal)
-    redis.call('PEXPIREAT', key, string.format('%d', tonumber(day_end) + tonumber(ARGV[6])))
+    redis.call('PEXPIREAT', key, string.format('%.0f', tonumber(day_end) + tonumber(ARGV[6])))
     redis.call('SADD', KEYS[4], label)
   else
     redis.call('SET', key, heal, 'KEEPTTL')
   end
 elseif not current and not hash then
   redis.call('SET', key, '0')
-  redis.call('PEXPIREAT', key, string.format('%d', tonumber(day_end) + tonumber(ARGV[6])))
+  redis.call('PEXPIREAT', key, string.format('%.0f', tonumber(day_end) + tonumber(ARGV[6])))
   redis.call('SADD', KEYS[4], label)
 end
 

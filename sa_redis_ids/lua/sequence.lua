@@ -64,7 +64,7 @@ if (not current and (ask or guard ~= '0')) or (current and dec_gt(guard, current
 end
 local after = redis.call('INCRBY', KEYS[1], n)
 if after < 9007199254740992 then
-  after = string.format('%d', after)
+  after = string.format('%.0f', after)
 else  -- past 2^53 a Lua number is not exact: read the counter as text
   after = redis.call('GET', KEYS[1])
 end

@@ -61,8 +61,8 @@ if ARGV[11] ~= '' and ARGV[9] ~= 'ask'
       local last = first + n - 1
       local end_ms = math.floor(last / slots)
       if end_ms <= ARGV[4] + 0 and last < 9007199254740992 then
-        redis.call('HSET', KEYS[1], 'ms', string.format('%d', end_ms),
-          'c', string.format('%d', last % slots), 'seen', string.format('%d', now))
+        redis.call('HSET', KEYS[1], 'ms', string.format('%.0f', end_ms),
+          'c', string.format('%.0f', last % slots), 'seen', string.format('%.0f', now))
         return first
       end
     end
@@ -72,7 +72,7 @@ end
 
 -- A whole number as plain decimal text (never "1e+12").
 local function whole(x)
-  return string.format('%d', x)
+  return string.format('%.0f', x)
 end
 
 local recorded, identity, moved = claim_and_identity(KEYS[2], ARGV[2], KEYS[3], ARGV[11])
