@@ -40,6 +40,19 @@
 -- claim_and_identity), the state is there, at or past the guard, and the clock not behind it.
 -- It writes nothing unless it answers; anything else is handled in full below.
 local slots = ARGV[5] + 0
+
+-- The first slot to take: the start of `now`, or, when the last millisecond issued is now, in the
+-- (borrowed) future, or the clock is slightly behind it, the slot after the last one issued.
+local function next_slot(last_ms, last_c, now)
+  if last_ms < now then
+    return now, 0
+  end
+  if last_c + 1 >= slots then
+    return last_ms + 1, 0
+  end
+  return last_ms, last_c + 1
+end
+
 if ARGV[11] ~= '' and ARGV[9] ~= 'ask'
     and redis.call('GET', KEYS[3]) == ARGV[11] .. ' ' .. ARGV[2] then
   local now = redis_now_ms() - ARGV[3]
@@ -50,13 +63,8 @@ if ARGV[11] ~= '' and ARGV[9] ~= 'ask'
     local guard_ms = ARGV[7] + 0
     if now >= 0 and now >= seen
         and (last_ms > guard_ms or (last_ms == guard_ms and last_c >= ARGV[8] + 0)) then
-      local n, ms, c = ARGV[1] + 0, now, 0
-      if last_ms >= now then
-        ms, c = last_ms, last_c + 1
-      end
-      if c >= slots then
-        ms, c = ms + 1, 0
-      end
+      local n = ARGV[1] + 0
+      local ms, c = next_slot(last_ms, last_c, now)
       local first = ms * slots + c
       local last = first + n - 1
       local end_ms = math.floor(last / slots)
@@ -120,14 +128,7 @@ if seen and now < seen then
 else
   seen = now
 end
-local ms, c = now, 0
-if last_ms >= now then
-  -- the last millisecond is now, in the (borrowed) future, or the clock is slightly behind
-  ms, c = last_ms, last_c + 1
-end
-if c >= slots then
-  ms, c = ms + 1, 0
-end
+local ms, c = next_slot(last_ms, last_c, now)
 local last_index = c + n - 1
 local end_ms = ms + math.floor(last_index / slots)
 local end_c = last_index % slots
