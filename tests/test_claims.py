@@ -198,3 +198,38 @@ def test_a_claim_changed_under_a_running_generator_stops_it_at_its_next_call(
     other.next_id()
     with pytest.raises(ConfigError, match="recorded the claim"):
         running.next_id()
+
+
+RECORD_ONLY = ["sequence", "date_prefixed", "daily_code", "short_id reserve", "short_id release"]
+
+
+@pytest.mark.parametrize("write", RECORD_ONLY)
+def test_a_claim_recorded_by_a_write_that_issues_nothing_stops_a_running_generator(
+    backend: Backend, write: str
+) -> None:
+    """The claim key of a running generator is deleted (by hand, or evicted: its fast path reads
+    only the marker), and another configuration records its claim with a write that issues
+    nothing (``ensure_at_least``, ``reserve``, ``release``). That write deletes the namespace's
+    marker, so the running generator checks the claim at its next call and is refused, with
+    nothing taken, instead of trusting the marker for up to a second."""
+    strategy = write.split()[0]
+    ours, theirs = CLAIMED[strategy]
+    zone = {} if strategy in ("sequence", "short_id") else {"tz": "UTC"}
+    ids = backend.ids()
+    running = getattr(ids, strategy)("users", **ours, **zone)
+    for _ in range(3):
+        running.next_id()
+    backend.client.delete(running.claim_key)
+    other = getattr(backend.ids(), strategy)("users", **theirs, **zone)
+    if write == "short_id reserve":
+        assert other.reserve([other.offset + 1500]) == 1
+    elif write == "short_id release":
+        assert other.release(other.offset + 1500) is False
+    elif strategy == "sequence":
+        other.ensure_at_least(500)
+    else:
+        other.ensure_at_least(other.compose(redis_today(ids, "UTC"), 900))
+    [(node, recorded)] = running.recorded_claims()
+    assert recorded == other.claim_for(node)
+    with pytest.raises(ConfigError, match="recorded the claim"):
+        running.next_id()

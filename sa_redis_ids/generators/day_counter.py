@@ -511,7 +511,7 @@ class DatedGenerator(IdGenerator[V]):
 
         def action(node: Node) -> Plan[tuple[int | None, int]]:
             claim = self.claim_for(node)
-            keys = [self.purge_key, self.claim_key, self._store_key()]
+            keys = [self.purge_key, self.claim_key, self.identity_key, self._store_key()]
             if self.storage == "key":
                 keys.append(self._day_key(day_label(day)))
             reply = yield Run(

@@ -202,7 +202,10 @@ class SequenceGenerator(BufferedGenerator[int]):
             claim = self.claim_for(node)
             needed = node.counter_through(self.start, value)
             reply = yield Run(
-                node, "set_if_greater", [self.counter_key, self.claim_key], [str(needed), claim]
+                node,
+                "set_if_greater",
+                [self.counter_key, self.claim_key, self.identity_key],
+                [str(needed), claim],
             )
             before, after = check_reply(reply, namespace=self.namespace, node=node, claim=claim)
             text = reply_text(before)

@@ -285,6 +285,7 @@ class ShortIdGenerator(IdGenerator[int]):
                 self.total_key,
                 self._scratch_key,
                 self.generation_key,
+                self.identity_key,
             ),
             floor_keys=(
                 self.bitmap_key,
@@ -608,7 +609,12 @@ class ShortIdGenerator(IdGenerator[int]):
 
     def _mark_on(self, node: Node, positions: list[int], bit: int) -> Plan[int]:
         call = self._calls[node.index]
-        reply = yield Run(node, "short_id_mark", call.keys[:2], [call.head[0], bit, *positions])
+        reply = yield Run(
+            node,
+            "short_id_mark",
+            (*call.keys[:2], self.identity_key),
+            [call.head[0], bit, *positions],
+        )
         (count,) = check_reply(reply, namespace=self.namespace, node=node, claim=call.claim)
         return int(count)
 

@@ -8,10 +8,16 @@
 
 -- Record on first use which node index of how many, and which configuration, this node serves
 -- for a namespace; on later calls return the recorded claim when it differs from ours.
-local function claim_node(claim_key, claim)
+-- `marker` (optional): the namespace's identity marker, deleted when a claim is recorded. It may
+-- still hold "identity claim" of a claim whose key was deleted or evicted since, and an issuing
+-- script's fast path trusts it in place of the claim key (see claim_and_identity).
+local function claim_node(claim_key, claim, marker)
   local recorded = redis.call('GET', claim_key)
   if not recorded then
     redis.call('SET', claim_key, claim)
+    if marker then
+      redis.call('DEL', marker)
+    end
     return nil
   end
   if recorded ~= claim then

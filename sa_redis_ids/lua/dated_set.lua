@@ -4,8 +4,10 @@
 -- evicted): only a floor ("seed") or a known value ("raise") may re-create it.
 -- KEYS[1]  purge marker: label of the last purged day (absent: nothing purged)
 -- KEYS[2]  node claim key of the namespace
--- KEYS[3]  storage "hash": the namespace's hash; storage "key": the set of day labels
--- KEYS[4]  storage "key" only: the day's counter key
+-- KEYS[3]  identity marker of the namespace, deleted when the claim is recorded (see claim_node
+--          in common.lua)
+-- KEYS[4]  storage "hash": the namespace's hash; storage "key": the set of day labels
+-- KEYS[5]  storage "key" only: the day's counter key
 -- ARGV[1]  this node's claim, "index/count|config"
 -- ARGV[2]  the day's label "YYYYMMDD"
 -- ARGV[3]  storage: "hash" or "key"
@@ -19,7 +21,7 @@
 --          {4, label, marker}        the day is at or before the purge marker: nothing changed
 --          {7, label}                the day's key vanished (expired or evicted; storage "key")
 --                                    and the mode is "init": nothing changed
-local recorded = claim_node(KEYS[2], ARGV[1])
+local recorded = claim_node(KEYS[2], ARGV[1], KEYS[3])
 if recorded then
   return {2, recorded}
 end
@@ -31,12 +33,12 @@ end
 local hash = ARGV[3] == 'hash'
 local before
 if hash then
-  before = redis.call('HGET', KEYS[3], label)
+  before = redis.call('HGET', KEYS[4], label)
 else
-  before = redis.call('GET', KEYS[4])
+  before = redis.call('GET', KEYS[5])
 end
 local value = ARGV[4]
-if not hash and not before and redis.call('SISMEMBER', KEYS[3], label) == 1 then
+if not hash and not before and redis.call('SISMEMBER', KEYS[4], label) == 1 then
   if ARGV[5] == 'init' then
     return {7, label}
   end
@@ -48,12 +50,12 @@ if before and (ARGV[5] ~= 'raise' or not dec_gt(value, before)) then
   return {0, before, before}
 end
 if hash then
-  redis.call('HSET', KEYS[3], label, value)
+  redis.call('HSET', KEYS[4], label, value)
 elseif before then
-  redis.call('SET', KEYS[4], value, 'KEEPTTL')
+  redis.call('SET', KEYS[5], value, 'KEEPTTL')
 else
-  redis.call('SET', KEYS[4], value)
-  redis.call('PEXPIREAT', KEYS[4], ARGV[6])
-  redis.call('SADD', KEYS[3], label)
+  redis.call('SET', KEYS[5], value)
+  redis.call('PEXPIREAT', KEYS[5], ARGV[6])
+  redis.call('SADD', KEYS[4], label)
 end
 return {0, before or '', value}

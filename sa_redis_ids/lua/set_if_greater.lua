@@ -2,13 +2,15 @@
 -- KEYS[1]  counter key (a string holding an integer; its TTL is kept)
 -- KEYS[2]  optional: node claim key of the counter's namespace (generators pass it; the Redlock
 --          fence does not)
+-- KEYS[3]  with KEYS[2]: identity marker of the namespace, deleted when the claim is recorded
+--          (see claim_node in common.lua)
 -- ARGV[1]  the value the counter must reach (non-negative decimal string)
 -- ARGV[2]  with KEYS[2]: this node's claim, "index/count|config" (recorded when absent, so the
 --          counter is never left without the claim that says how to read it)
 -- Returns  {0, counter before ("" when absent), counter after}
 --          {2, recorded claim}   node claim mismatch: nothing changed
 if KEYS[2] then
-  local recorded = claim_node(KEYS[2], ARGV[2])
+  local recorded = claim_node(KEYS[2], ARGV[2], KEYS[3])
   if recorded then
     return {2, recorded}
   end

@@ -5,6 +5,8 @@
 -- KEYS[3]  running total of the positions ever taken on this node
 -- KEYS[4]  scratch key (same hash tag; deleted before the script returns)
 -- KEYS[5]  generation token of the bitmap
+-- KEYS[6]  identity marker of the namespace, deleted when the claim is recorded (see claim_node
+--          in common.lua)
 -- ARGV[1]  this node's claim, "index/count|config"
 -- ARGV[2]  the total must be at least this afterwards (decimal string)
 -- ARGV[3]  a new generation token to set ("": keep the current one, or set the next argument
@@ -13,7 +15,7 @@
 -- ARGV[5...] pairs: a byte offset into the bitmap, and the bytes of known positions from there
 -- Returns  {0, positions newly marked taken, generation now}
 --          {2, recorded claim}      node claim mismatch: nothing changed
-local recorded = claim_node(KEYS[2], ARGV[1])
+local recorded = claim_node(KEYS[2], ARGV[1], KEYS[6])
 if recorded then
   return {2, recorded}
 end
