@@ -237,6 +237,33 @@ def test_next_ids_bounds(ids: RedisIds) -> None:
     assert len(set(pool.next_ids(1000))) == 1000
 
 
+@pytest.mark.parametrize("change", ["bitmap lost", "healed by another process", "rewound"])
+def test_a_bitmap_changed_under_a_running_generator_is_healed_before_its_next_value(
+    backend: Backend, change: str
+) -> None:
+    """Single values take the scripts' fast path once a process has seen the node. When the
+    bitmap vanishes while the running total and the generation stay, or another process healed
+    it from its own positions (a new generation, a bitmap holding only those), or both were
+    rewound to an earlier state (a total below what this process received), the next call
+    still finds out and this process marks its own positions again before it takes one: the
+    pool is issued once, then exhausted. (With one position left, a call that trusted the
+    changed bitmap would almost surely repeat a value.)"""
+    pool = backend.ids().short_id("members", pool_size=50, offset=1000)
+    values = [pool.next_id() for _ in range(49)]
+    backend.client.delete(pool.bitmap_key)
+    if change == "healed by another process":
+        theirs = min(set(range(1000, 1050)) - set(values))
+        backend.client.setbit(pool.bitmap_key, theirs - 1000, 1)
+        backend.client.set(pool.generation_key, "0123456789abcdef")  # a new token
+        values.append(theirs)
+    if change == "rewound":  # to before the first value: no bitmap, a total of 0
+        backend.client.set(pool.total_key, 0)
+    values += [pool.next_id() for _ in range(50 - len(values))]
+    assert sorted(values) == list(range(1000, 1050)), "a value was issued twice"
+    with pytest.raises(SequenceExhausted):
+        pool.next_id()
+
+
 def test_a_changed_pool_on_a_used_namespace_is_caught(backend: Backend) -> None:
     backend.ids().short_id("users", pool_size=100).next_id()
     with pytest.raises(ConfigError, match="pool_size=200"):

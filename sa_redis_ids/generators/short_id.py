@@ -151,7 +151,7 @@ class TakenPositions:
 class _NodeCall:
     """What the short-ID scripts are sent on one node at every call, fixed at construction."""
 
-    __slots__ = ("claim", "floor_keys", "head", "heal_keys", "keys")
+    __slots__ = ("claim", "floor_keys", "head", "heal_keys", "keys", "share")
 
     def __init__(
         self,
@@ -161,6 +161,7 @@ class _NodeCall:
         heal_keys: tuple[str, ...],
         floor_keys: tuple[str, ...],
         head: tuple[bytes, bytes],
+        share: int,
     ):
         self.claim = claim
         self.keys = keys
@@ -171,6 +172,8 @@ class _NodeCall:
         """The keys of ``short_id_floor.lua``."""
         self.head = head
         """The claim and the share size, as bytes."""
+        self.share = share
+        """The share size: how many positions the node's bitmap holds."""
 
 
 class NextValues(Effect):
@@ -295,6 +298,7 @@ class ShortIdGenerator(IdGenerator[int]):
                 self.identity_key,
             ),
             head=(claim.encode(), str(self.share_size(node)).encode()),
+            share=self.share_size(node),
         )
 
     def share_size(self, node: Node) -> int:
@@ -358,6 +362,17 @@ class ShortIdGenerator(IdGenerator[int]):
                     span,
                 ],
             )
+            if type(reply) is int:  # the fast path: one value, the generation and node we saw
+                total, position = divmod(reply, call.share)
+                with high.records:
+                    self._taken[index].add([position])
+                    if self._heals[index] == heals:
+                        generations[index] = generation_sent
+                    else:  # a heal ran meanwhile and may have missed it: heal again next call
+                        generations[index] = STALE
+                        self._missed[index] = True
+                high.saw(index, total)
+                return [self.offset + index + position * node.count]
             try:
                 text, total, generation, identity = check_reply(
                     reply, namespace=self.namespace, node=node, claim=call.claim

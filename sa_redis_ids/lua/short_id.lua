@@ -35,6 +35,30 @@
 --                                   the bitmap is missing, the total is below the guard, or the
 --                                   node moved; "0" when only the generation is not the
 --                                   one this process saw (another process healed); nothing taken
+--          total * bits + position, one integer, instead of ok_reply when one value was taken
+--                                   value by value by the fast path below (the generation and
+--                                   the identity are then the ones this process sent)
+
+-- The fast path of one value (n = 1, no span): the marker holds "identity claim" (one read checks
+-- both, see claim_and_identity), the total is there, at or past the guard, the generation is the
+-- one this process saw, the bitmap exists (unless nothing was ever taken) and the random position
+-- is free. It writes nothing unless it answers (a taken position is left as it was); anything
+-- else is handled in full below, from the same random bytes.
+if ARGV[3] == '1' and ARGV[10] == '0' and ARGV[7] ~= '' and ARGV[9] ~= ''
+    and redis.call('GET', KEYS[5]) == ARGV[9] .. ' ' .. ARGV[1] then
+  local found = redis.call('MGET', KEYS[3], KEYS[4])
+  local total, bits = found[1], ARGV[2] + 0
+  if total and found[2] == ARGV[7] and total + 0 >= ARGV[5] + 0
+      and (total + 1) * bits < 9007199254740992
+      and (total == '0' or redis.call('EXISTS', KEYS[1]) == 1) then
+    local a, b, c, d, e, f = string.byte(ARGV[4], 1, 6)
+    local pos = (((((a * 256 + b) * 256 + c) * 256 + d) * 256 + e) * 256 + f) % bits
+    if redis.call('SETBIT', KEYS[1], pos, 1) == 0 then
+      return redis.call('INCRBY', KEYS[3], 1) * bits + pos
+    end
+  end
+end
+--! common
 local recorded, identity, moved = claim_and_identity(KEYS[2], ARGV[1], KEYS[5], ARGV[9])
 if recorded then
   return {2, recorded}
