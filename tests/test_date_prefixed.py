@@ -4,7 +4,7 @@ purging, reseeding, parsing, and uniqueness across nodes, threads and processes.
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import date, time, timedelta
+from datetime import date, datetime, time, timedelta
 from functools import cache
 
 import pytest
@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from sa_redis_ids import ConfigError, DayPurged, RedisIds, SequenceExhausted
 from sa_redis_ids.bounds import BIGINT_MAX, JS_SAFE_MAX
 from sa_redis_ids.generators.date_prefixed import FORMATS, HORIZON, DatePrefixedGenerator
-from sa_redis_ids.testing import shift_time
+from sa_redis_ids.testing import redis_time_ms, shift_time
 from tests.conftest import Backend
 from tests.support.days import day_end_ms, seen_today, shift_to, shift_to_local, utc
 from tests.support.servers import RedisServer
@@ -287,6 +287,45 @@ def test_a_window_far_from_the_redis_time_is_recentred(ids: RedisIds) -> None:
 
 
 # -- purging, precreating, reseeding ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("strategy", ["date_prefixed", "daily_code"])
+def test_a_day_whose_purge_has_begun_is_refused_by_a_running_generator(
+    backend: Backend, strategy: str
+) -> None:
+    """A purge raises the marker before it deletes the days: from that moment a generator that
+    is drawing from the day (the scripts' fast path) is refused, although the counter is still
+    there."""
+    gen = getattr(backend.ids(), strategy)("invoices")
+    day = date(2032, 1, 10)
+    shift_to_local(gen, day, time(12))
+    gen.next_ids(2)
+    gen.next_id()
+    backend.client.set(gen.purge_key, day.strftime("%Y%m%d"))
+    with pytest.raises(DayPurged):
+        gen.next_id()
+
+
+@pytest.mark.parametrize("strategy", ["date_prefixed", "daily_code"])
+def test_a_call_on_the_last_day_of_the_window_moves_the_window_on(
+    backend: Backend, strategy: str
+) -> None:
+    """The script tells a call that lands on the last day of its window the Redis time (no
+    one-integer reply there), so the window follows the day without a refused call."""
+    gen = getattr(backend.ids(), strategy)("invoices")
+    day = date(2032, 1, 10)
+    shift_to_local(gen, day, time(12))
+    gen.next_id()
+    gen.next_id()
+    assert gen.clock.days == [day - timedelta(days=1), day, day + timedelta(days=1)]
+    other = getattr(backend.ids(), strategy)("invoices")  # another process opens the day
+    shift_to_local(other, day + timedelta(days=1), time(0, 5))
+    other.next_id()
+    # Redis time moves on past midnight; the window stays where the last reply put it
+    after_midnight = datetime.combine(day + timedelta(days=1), time(0, 5), tzinfo=gen.clock.tz)
+    gen.redis_clock.shift_ms = int(after_midnight.timestamp() * 1000) - redis_time_ms(gen)
+    assert gen.parse(gen.next_id()).day == day + timedelta(days=1)
+    assert gen.clock.days == [day, day + timedelta(days=1), day + timedelta(days=2)]
 
 
 def test_a_purged_day_is_refused_and_the_marker_never_goes_down(backend: Backend) -> None:

@@ -41,6 +41,49 @@
 --          {7, label}                the day's key vanished without a purge (expired or
 --                                    evicted) and there is neither guard nor floor: nothing taken
 --! include day_window
+
+-- The fast path: the marker holds "identity claim" (one read checks both, see
+-- claim_and_identity), the floor is known, the caller needs no Redis time, the day is in the
+-- window but not its last and not purged. The counter is taken first and checked after (at or
+-- past the guard, within the limit, the reply exact); anything else (a counter that was missing,
+-- below the guard, exhausted) is undone here and handled in full below.
+local storage = ARGV[5]
+if ARGV[10] ~= '' and (storage == 'hash' or storage == 'key')
+    and (ARGV[4] == 'none' or ARGV[4] == 'given') then
+  local found = redis.call('MGET', KEYS[3], KEYS[1])
+  if found[1] == ARGV[10] .. ' ' .. ARGV[2] then
+    local label, d, _, m = pick_day(redis_now_ms(), 11)
+    local purged = found[2]
+    if label and d < m - 1 and not (purged and label <= purged) then
+      local n, hash, after = ARGV[1], storage == 'hash', nil
+      local key = hash and KEYS[4] or KEYS[5 + d]
+      if hash then
+        after = redis.call('HINCRBY', key, label, n)
+      else
+        after = redis.call('INCRBY', key, n)
+      end
+      local guard, limit = 0, ARGV[3]
+      if label == ARGV[7] then
+        guard = ARGV[8] + 0
+      end
+      if after > n + 0 and after - n >= guard and after < 9007199254740992 / m
+          and (#limit > 16 or after <= limit + 0) then
+        return after * m + d
+      end
+      local was_missing = after == n + 0  -- or 0, which the full path treats alike in a hash
+      if hash and was_missing then
+        redis.call('HDEL', key, label)
+      elseif hash then
+        redis.call('HINCRBY', key, label, -n)
+      elseif was_missing and redis.call('PTTL', key) == -1 then
+        redis.call('DEL', key)  -- it was missing: a day's key always has an expiry
+      else
+        redis.call('DECRBY', key, n)
+      end
+    end
+  end
+end
+--! common
 local recorded, identity, moved = claim_and_identity(KEYS[2], ARGV[2], KEYS[3], ARGV[10])
 if recorded then
   return {2, recorded}
@@ -57,7 +100,6 @@ end
 local day_end = ARGV[13 + d]
 local n = ARGV[1]
 local floor = ARGV[4]
-local storage = ARGV[5]
 local hash = storage == 'hash' or storage == 'hash!'
 local key = KEYS[5 + d]
 local guard, heal = '0', '0'

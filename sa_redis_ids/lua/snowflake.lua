@@ -69,8 +69,9 @@ if ARGV[11] ~= '' and ARGV[9] ~= 'ask'
       local last = first + n - 1
       local end_ms = math.floor(last / slots)
       if end_ms <= ARGV[4] + 0 and last < 9007199254740992 then
-        redis.call('HSET', KEYS[1], 'ms', string.format('%.0f', end_ms),
-          'c', string.format('%.0f', last % slots), 'seen', string.format('%.0f', now))
+        -- Whole numbers below 2^53 go to Redis as plain digits (redis.call formats a number
+        -- with "%.17g" in C, cheaper than string.format in Lua).
+        redis.call('HSET', KEYS[1], 'ms', end_ms, 'c', last % slots, 'seen', now)
         return first
       end
     end
