@@ -133,11 +133,10 @@ class _Window(Generic[P]):
 class _NodeArgs:
     """What ``dated_take`` is told about one node on every call: its claim and counter limit."""
 
-    __slots__ = ("claim", "claim_arg", "limit", "limit_text", "storage", "storage_timed")
+    __slots__ = ("claim", "limit", "limit_text", "storage", "storage_timed")
 
     def __init__(self, claim: str, limit: int, storage: tuple[bytes, bytes]):
         self.claim = claim
-        self.claim_arg = claim.encode()
         self.limit = limit
         self.limit_text = str(limit).encode()
         self.storage = storage
@@ -310,14 +309,13 @@ class DatedGenerator(IdGenerator[V]):
                 window.keys,
                 [
                     n,
-                    fixed.claim_arg,
+                    f"{high.identities[index]} {fixed.claim}",
                     fixed.limit_text,
                     floor,
                     *(fixed.storage_timed if timed else fixed.storage),
                     guard_label,
                     guard_text,
                     heal_text,
-                    high.identities[index],
                     *window.args,
                 ],
             )

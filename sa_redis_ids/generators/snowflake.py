@@ -295,7 +295,7 @@ class _NodeCall:
         self.slots = slots
         self.keys = keys
         self.head = head
-        """The claim, epoch, last millisecond, slots per millisecond and tolerance."""
+        """The epoch, last millisecond, slots per millisecond and tolerance."""
         self.headroom = headroom
 
 
@@ -384,7 +384,7 @@ class SnowflakeGenerator(IdGenerator[int]):
         layout = self.layout
         claim = self.claim_for(node)
         slots = self.slots_per_ms(node)
-        fixed = (claim, layout.epoch_ms, layout.max_ms, slots, self.tolerance_ms)
+        fixed = (layout.epoch_ms, layout.max_ms, slots, self.tolerance_ms)
         return _NodeCall(
             claim=claim,
             slots=slots,
@@ -450,7 +450,15 @@ class SnowflakeGenerator(IdGenerator[int]):
                 node,
                 "snowflake",
                 call.keys,
-                [n, *call.head, guard[0], guard[1], state, call.headroom, high.identities[index]],
+                [
+                    n,
+                    f"{high.identities[index]} {call.claim}",
+                    *call.head,
+                    guard[0],
+                    guard[1],
+                    state,
+                    call.headroom,
+                ],
             )
             if type(reply) is int:  # the fast path: sound state, the node this process saw
                 first_ms, first = divmod(reply, slots)

@@ -9,7 +9,10 @@
 --          storage "key":  the set of day labels that have a counter key (for purging)
 -- KEYS[5...] storage "key" only: one counter key per day of the window, in window order
 -- ARGV[1]  n, how many values to take (>= 1)
--- ARGV[2]  this node's claim, "index/count|config"
+-- ARGV[2]  "identity claim": the node identity (replication ID) this process saw last ("": none
+--          yet), a space, and this node's claim, "index/count|config"; a node that moved since (a
+--          promoted replica, not a restart from its own data) has the day's counter raised to at
+--          least the heal value
 -- ARGV[3]  highest counter value allowed on this node (decimal string)
 -- ARGV[4]  the floor: "none" (no floor), "ask" (a missing counter, or one below the guard, is
 --          reported, not healed), "first" (report the day even when its counter is sound: the
@@ -21,10 +24,7 @@
 -- ARGV[8]  guard: that day's counter must already be at least this ("0": none)
 -- ARGV[9]  heal: the counter a missing or guarded counter of that day is set to (a day whose key
 --          vanished too; "0": a vanished day is refused with status 7)
--- ARGV[10] the node identity (replication ID) this process saw last ("": none yet); a node that
---          moved since (a promoted replica, not a restart from its own data) has the day's
---          counter raised to at least the heal value
--- ARGV[11...] the day window: m, m+1 boundaries (UTC ms), m labels (see pick_day in day_window.lua)
+-- ARGV[10...] the day window: m, m+1 boundaries (UTC ms), m labels (see pick_day in day_window.lua)
 -- Returns  (counter after taking n) * m + d (m days in the window, d the 0-based day), one integer,
 --          when the counter was sound, the node is the one this process saw, the day is not the
 --          window's last (whose caller moves the window on, by the Redis time) and the number is
@@ -48,11 +48,11 @@
 -- past the guard, within the limit, the reply exact); anything else (a counter that was missing,
 -- below the guard, exhausted) is undone here and handled in full below.
 local storage = ARGV[5]
-if ARGV[10] ~= '' and (storage == 'hash' or storage == 'key')
+if (storage == 'hash' or storage == 'key')
     and (ARGV[4] == 'none' or ARGV[4] == 'given') then
   local found = redis.call('MGET', KEYS[3], KEYS[1])
-  if found[1] == ARGV[10] .. ' ' .. ARGV[2] then
-    local label, d, _, m = pick_day(redis_now_ms(), 11)
+  if found[1] == ARGV[2] then
+    local label, d, _, m = pick_day(redis_now_ms(), 10)
     local purged = found[2]
     if label and d < m - 1 and not (purged and label <= purged) then
       local n, hash, after = ARGV[1], storage == 'hash', nil
@@ -84,12 +84,13 @@ if ARGV[10] ~= '' and (storage == 'hash' or storage == 'key')
   end
 end
 --! common
-local recorded, identity, moved = claim_and_identity(KEYS[2], ARGV[2], KEYS[3], ARGV[10])
+local seen, claim = string.match(ARGV[2], '^(%S*) (.*)$')
+local recorded, identity, moved = claim_and_identity(KEYS[2], claim, KEYS[3], seen)
 if recorded then
   return {2, recorded}
 end
 local now = redis_now_ms()
-local label, d, _, m = pick_day(now, 11)
+local label, d, _, m = pick_day(now, 10)
 if not label then
   return {5, now}
 end
@@ -97,7 +98,7 @@ local marker = redis.call('GET', KEYS[1])
 if marker and label <= marker then
   return {4, label, marker}
 end
-local day_end = ARGV[13 + d]
+local day_end = ARGV[12 + d]
 local n = ARGV[1]
 local floor = ARGV[4]
 local hash = storage == 'hash' or storage == 'hash!'
@@ -164,7 +165,7 @@ if after >= 9007199254740992 or (#limit <= 16 and after > tonumber(limit)) then
     redis.call('DECRBY', key, n)
     return {1, redis.call('GET', key)}
   end
-elseif healed == '' and identity == ARGV[10] and d < m - 1 and after < 9007199254740992 / m
+elseif healed == '' and identity == seen and d < m - 1 and after < 9007199254740992 / m
     and string.byte(storage, -1) ~= 33 then  -- 33: '!', the caller needs the Redis time
   return after * m + d
 end

@@ -7,7 +7,10 @@
 -- KEYS[2]  node claim key of the namespace
 -- KEYS[3]  identity marker of the namespace (see node_identity_since in common.lua)
 -- ARGV[1]  n, how many slots to take (>= 1)
--- ARGV[2]  this node's claim, "index/count|config"
+-- ARGV[2]  "identity claim": the node identity (replication ID) this process saw last ("": none
+--          yet), a space, and this node's claim, "index/count|config"; a node that moved since (a
+--          promoted replica, not a restart from its own data) has its state raised as if it were
+--          below the guard
 -- ARGV[3]  epoch of the layout (ms since 1970)
 -- ARGV[4]  last millisecond the layout can hold (2^time_bits - 1)
 -- ARGV[5]  slots per millisecond on this node (its share of the sequence values)
@@ -20,9 +23,6 @@
 --          the guard, or on a node that moved) resumes this many ms after the later of the guard
 --          and the clock; a missing state with neither guard nor floor (a new namespace) starts at
 --          the clock
--- ARGV[11] the node identity (replication ID) this process saw last ("": none yet); a node that
---          moved since (a promoted replica, not a restart from its own data) has its state
---          raised as if it were below the guard
 -- Returns  the first slot as one integer, first ms * slots per ms + first slot, when the state was
 --          sound, the node is the one this process saw and the number is exact (the common
 --          case: the slots run on from it, a full millisecond at a time); else
@@ -53,8 +53,7 @@ local function next_slot(last_ms, last_c, now)
   return last_ms, last_c + 1
 end
 
-if ARGV[11] ~= '' and ARGV[9] ~= 'ask'
-    and redis.call('GET', KEYS[3]) == ARGV[11] .. ' ' .. ARGV[2] then
+if ARGV[9] ~= 'ask' and redis.call('GET', KEYS[3]) == ARGV[2] then
   local now = redis_now_ms() - ARGV[3]
   local state = redis.call('HMGET', KEYS[1], 'ms', 'c', 'seen')
   local last_ms, last_c, seen = state[1], state[2], state[3]
@@ -84,7 +83,8 @@ local function whole(x)
   return string.format('%.0f', x)
 end
 
-local recorded, identity, moved = claim_and_identity(KEYS[2], ARGV[2], KEYS[3], ARGV[11])
+local seen, claim = string.match(ARGV[2], '^(%S*) (.*)$')
+local recorded, identity, moved = claim_and_identity(KEYS[2], claim, KEYS[3], seen)
 if recorded then
   return {2, recorded}
 end
@@ -138,7 +138,7 @@ if end_ms > tonumber(ARGV[4]) then
 end
 redis.call('HSET', KEYS[1], 'ms', whole(end_ms), 'c', whole(end_c), 'seen', whole(seen))
 local first = ms * slots + c
-if healed == '' and identity == ARGV[11] and first < 9007199254740992 - n then
+if healed == '' and identity == seen and first < 9007199254740992 - n then
   return first
 end
 return ok_reply(ms, c, end_ms, end_c, healed, identity)
