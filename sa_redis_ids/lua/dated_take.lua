@@ -43,20 +43,23 @@
 --! include day_window
 
 -- The fast path: the marker holds "identity claim" (one read checks both, see
--- claim_and_identity), the floor is known, the caller needs no Redis time, the day is in the
--- window but not its last and not purged. The counter is taken first and checked after (at or
--- past the guard, within the limit, the reply exact); anything else (a counter that was missing,
--- below the guard, exhausted) is undone here and handled in full below.
+-- claim_and_identity), the floor is known, the caller needs no Redis time, the Redis time lies
+-- in the window's second day (today, in a window of yesterday, today and tomorrow: the day a
+-- call finds nearly always; any other day is picked in full below) and that day is not purged.
+-- The counter is taken first and checked after (at or past the guard, within the limit, the
+-- reply exact); anything else (a counter that was missing, below the guard, exhausted) is undone
+-- here and handled in full below.
 local storage = ARGV[5]
 if (storage == 'hash' or storage == 'key')
     and (ARGV[4] == 'none' or ARGV[4] == 'given') then
   local found = redis.call('MGET', KEYS[3], KEYS[1])
   if found[1] == ARGV[2] then
-    local label, d, _, m = pick_day(redis_now_ms(), 10)
+    local m, now, d = ARGV[10] + 0, redis_now_ms(), 1
+    local label = m > 2 and now >= ARGV[12] + 0 and now < ARGV[13] + 0 and ARGV[13 + m]
     local purged = found[2]
-    if label and d < m - 1 and not (purged and label <= purged) then
+    if label and not (purged and label <= purged) then
       local n, hash, after = ARGV[1], storage == 'hash', nil
-      local key = hash and KEYS[4] or KEYS[5 + d]
+      local key = hash and KEYS[4] or KEYS[6]
       if hash then
         after = redis.call('HINCRBY', key, label, n)
       else
