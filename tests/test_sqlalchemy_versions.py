@@ -33,14 +33,19 @@ ORM_TEST_FILES = [
     "tests/test_orm_async_native.py",
     "tests/test_orm_checks.py",
     "tests/test_orm_databases.py",
-    "tests/test_orm_faults.py",
     "tests/test_orm_flush.py",
     "tests/test_orm_register.py",
     "tests/test_column_default.py",
     "tests/test_floor_from_column.py",
     "tests/test_sqlalchemy_internals.py",
 ]
-"""The ORM tests (the benchmark's, tests/test_orm_bench.py, measures and is left out)."""
+"""The ORM tests. Left out: the benchmark's (tests/test_orm_bench.py, it measures) and the fault
+tests' (tests/test_orm_faults.py: Redis servers failing under the same flush path the others
+test), which the suite runs on the SQLAlchemy it installs."""
+
+ORM_DESELECTED = "not flush_of_10000_objects"
+"""Also left out: the 10,000-object flushes (a quarter of the run; the smaller flushes and bulk
+statements go through the same ORM hooks)."""
 
 TEST_DEPENDENCIES = [
     "pytest",
@@ -147,7 +152,18 @@ def test_the_orm_tests_pass_on_sqlalchemy(version: str) -> None:
     assert found == version, f"the environment has SQLAlchemy {found}, not {version}"
     env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONDONTWRITEBYTECODE": "1"}
     run = subprocess.run(
-        [str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider", "-x", *ORM_TEST_FILES],
+        [
+            str(python),
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-x",
+            "-k",
+            ORM_DESELECTED,
+            *ORM_TEST_FILES,
+        ],
         capture_output=True,
         text=True,
         cwd=ROOT,
