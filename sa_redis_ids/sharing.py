@@ -37,6 +37,8 @@ that still fit, as it would without sharing.
 Cancellation (asyncio): a waiting task cancelled before its request went out leaves the queue and
 draws nothing; one cancelled while its request is in flight drops its values when they arrive: they
 are a gap, never handed to another caller (the same as cancelling a call without sharing).
+Likewise a waiting thread interrupted (``KeyboardInterrupt``), even just as it wakes: it leaves the
+queue, or drops its values and passes the chain on, so the threads after it get theirs.
 
 Fork: a child forgets calls in flight and queued requests it inherited (they are its parent's), as
 `sa_redis_ids.buffering` does with buffers.
@@ -62,7 +64,7 @@ V = TypeVar("V")
 class _Request(Generic[V]):
     """One waiting caller's request: how many values, and what its shared call answered."""
 
-    __slots__ = ("alone", "error", "n", "next", "taken", "values", "wake")
+    __slots__ = ("alone", "error", "n", "next", "passed", "taken", "values", "wake", "woken")
 
     def __init__(self, n: int, wake: Any):
         self.n = n
@@ -76,6 +78,10 @@ class _Request(Generic[V]):
         """Left the queue in a batch (a cancelled waiter's values are then dropped)."""
         self.next: _Request[V] | None = None
         """The (thread) waiter to wake after this one; None: the last of its batch."""
+        self.woken = False
+        """Its turn came: set just before ``wake`` is released (threads)."""
+        self.passed = False
+        """Its thread passed the chain on (threads; see `SharedCalls._woken`)."""
 
     def outcome(self) -> list[V] | None:
         """The values, or raise the shared call's error; ``None``: the caller must call alone."""
@@ -130,6 +136,16 @@ class _Sharing(Generic[V]):
             start = end
 
 
+_new_wake = threading.Lock
+"""What a waiting thread blocks on (a seam for tests that interrupt a waiter)."""
+
+
+def _wake(request: _Request[Any]) -> None:
+    """Let a waiting thread go: its turn came."""
+    request.woken = True
+    request.wake.release()
+
+
 _LIVE: weakref.WeakSet[SharedCalls[Any] | AsyncSharedCalls[Any]] = weakref.WeakSet()
 
 
@@ -160,7 +176,7 @@ class SharedCalls(_Sharing[V]):
             if lead:
                 self._calls += 1
             else:
-                wake = threading.Lock()
+                wake = _new_wake()
                 wake.acquire()
                 request: _Request[V] = _Request(n, wake)
                 self._queue.append(request)
@@ -171,10 +187,10 @@ class SharedCalls(_Sharing[V]):
                 self._after_own_call()
         try:
             request.wake.acquire()
-        except BaseException:  # interrupted (KeyboardInterrupt): leave the queue, or pass on
+            self._woken(request)
+        except BaseException:  # interrupted (KeyboardInterrupt) while waiting or just after
             self._abandon(request)
             raise
-        self._woken(request)
         values = request.outcome()
         return run_plan(self._take_plan(n)) if values is None else values
 
@@ -201,14 +217,18 @@ class SharedCalls(_Sharing[V]):
             with self._lock:
                 self._calls -= 1
                 self._chains += 1
-            batch[0].wake.release()
+            _wake(batch[0])
 
     def _woken(self, request: _Request[V]) -> None:
         """A waiting thread was woken: wake the next thread of its chain; the last one calls for
-        the requests that queued while the chain woke, if a slot is free."""
+        the requests that queued while the chain woke, if a slot is free. Runs once per request
+        (an interrupted thread may get here twice, see `_abandon`)."""
+        if request.passed:
+            return
+        request.passed = True
         following = request.next
         if following is not None:
-            following.wake.release()
+            _wake(following)
             return
         with self._lock:
             self._chains -= 1
@@ -219,13 +239,16 @@ class SharedCalls(_Sharing[V]):
         self._call_for(batch)
 
     def _abandon(self, request: _Request[V]) -> None:
-        """A waiting thread was interrupted: drop its request, or (its call is in flight) wait
-        for its turn in the chain and pass the chain on."""
+        """A waiting thread was interrupted: drop its request, or (it left the queue in a batch)
+        wait for its turn in the chain unless it came already (the interruption may land just
+        after the wake-up, the lock then being held by this thread), and pass the chain on. Its
+        values, if any, are dropped: a gap, never another caller's."""
         with self._lock:
             if not request.taken:
                 self._queue.remove(request)
                 return
-        request.wake.acquire()
+        if not request.woken:
+            request.wake.acquire()
         self._woken(request)
 
     def _after_fork_in_child(self) -> None:

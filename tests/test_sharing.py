@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
-from sa_redis_ids import RedisIds, RedisUnavailable
+from sa_redis_ids import RedisIds, RedisUnavailable, sharing
 from sa_redis_ids.metrics import enable_prometheus
 from sa_redis_ids.redis.plans import Effect, Plan
 from sa_redis_ids.sharing import SharedCalls
@@ -516,6 +516,61 @@ def test_the_last_woken_thread_of_a_batch_calls_for_the_requests_queued_meanwhil
     assert out == {"leader": [1], "first": [2], "second": [3], "late": [4, 5]}
     scripted.held = False
     assert shared.take(1) == [6], "a lone caller calls at once: every slot and chain is free"
+
+
+class _InterruptedOnWaking:
+    """A waiter's wake lock whose waiting, once the lock is taken, raises KeyboardInterrupt: an
+    interruption that lands just after the wake-up, before the thread passes the chain on."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.waits = 0
+
+    def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
+        self.waits += 1
+        taken = self.lock.acquire(blocking, timeout)
+        if self.waits == 2:  # the first acquire only locks it; the second is the wait
+            raise KeyboardInterrupt
+        return taken
+
+    def release(self) -> None:
+        self.lock.release()
+
+
+def test_a_waiter_interrupted_as_it_wakes_still_passes_the_chain_on(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Ctrl-C in a thread that waited for a shared call, landing just as it wakes: that thread
+    raises KeyboardInterrupt and its values are a gap; the threads after it in the chain still
+    get theirs, and the generator serves the next callers."""
+    scripted = ScriptedCalls(held=True)
+    shared = SharedCalls(scripted.plan, most=100, slots=1)
+    out: dict[str, Any] = {}
+    errors: dict[str, BaseException] = {}
+    threads = [_start_named("leader", lambda: shared.take(1), out, errors)]
+    scripted.wait_entered()
+    monkeypatch.setattr(
+        sharing,
+        "_new_wake",
+        lambda: (
+            _InterruptedOnWaking()
+            if threading.current_thread().name == "first"
+            else threading.Lock()
+        ),
+    )
+    for count, name in enumerate(["first", "second"], start=1):
+        threads.append(_start_named(name, lambda: shared.take(1), out, errors))
+        wait_until(lambda count=count: shared.waiting == count, f"{name} waits")
+    scripted.let_go()
+    scripted.wait_entered()  # the leader calls for first and second
+    scripted.let_go()
+    for thread in threads:
+        thread.join(timeout=30)
+    assert not any(thread.is_alive() for thread in threads), "a thread hangs"
+    assert out == {"leader": [1], "second": [3]}, "first's value is a gap, second gets its own"
+    assert isinstance(errors.pop("first"), KeyboardInterrupt) and errors == {}
+    scripted.held = False
+    assert shared.take(1) == [4], "a lone caller calls at once: every slot and chain is free"
 
 
 def test_a_failed_call_wakes_its_whole_batch_with_one_error_and_the_queue_is_still_served() -> None:
