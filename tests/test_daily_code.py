@@ -232,6 +232,27 @@ def test_compose_and_parse_round_trip(
 @settings(max_examples=150, deadline=None)
 @given(
     prefix=prefixes,
+    digits=st.integers(1, 8),
+    day=st.dates(date(2000, 1, 1), date(2099, 12, 31)),
+    data=st.data(),
+)
+def test_a_batch_is_composed_as_its_codes_one_by_one(
+    prefix: str, digits: int, day: date, data: st.DataObject
+) -> None:
+    """A batch's codes (built a thousand counters at a time for long counters) are exactly the
+    codes of its counters composed one by one, across thousands and with a node count's step."""
+    codes = _codes(prefix, digits)
+    top = 10**digits - 1
+    step = data.draw(st.integers(1, 3))
+    first = data.draw(st.integers(1, top))
+    n = data.draw(st.integers(1, min(3000, (top - first) // step + 1)))
+    expected = [codes.compose(day, counter) for counter in range(first, first + n * step, step)]
+    assert codes._compose(codes._day_part(day), first, n, step) == expected
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    prefix=prefixes,
     digits=st.integers(1, 6),
     day=st.dates(date(1000, 1, 1), date(9999, 12, 31)),
     data=st.data(),

@@ -74,7 +74,8 @@ def _compose_by_tails(part: str, digits: int, first: int, n: int, step: int) -> 
         thousand, tail = divmod(counter, TAIL_SPAN)
         head = f"{part}{thousand:0{lead_digits}d}"
         end = min(TAIL_SPAN, last - thousand * TAIL_SPAN + 1)
-        out += [head + text for text in _TAILS[tail:end:step]]
+        # one join and one split build the strings in C (a code never holds a space)
+        out += (head + (" " + head).join(_TAILS[tail:end:step])).split(" ")
         counter += -(-(end - tail) // step) * step
     return out
 
