@@ -37,8 +37,11 @@ that still fit, as it would without sharing.
 Cancellation (asyncio): a waiting task cancelled before its request went out leaves the queue and
 draws nothing; one cancelled while its request is in flight drops its values when they arrive: they
 are a gap, never handed to another caller (the same as cancelling a call without sharing).
-Likewise a waiting thread interrupted (``KeyboardInterrupt``), even just as it wakes: it leaves the
-queue, or drops its values and passes the chain on, so the threads after it get theirs.
+Likewise a waiting thread interrupted (``KeyboardInterrupt``), even just as it wakes or wakes the
+next one: it leaves the queue, or drops its values and passes the chain on, so the threads after it
+get theirs. (Python can deliver an interruption between any two lines: one that lands inside the
+few lines that start the next shared call can still leave the queued callers waiting until another
+thread calls.)
 
 Fork: a child forgets calls in flight and queued requests it inherited (they are its parent's), as
 `sa_redis_ids.buffering` does with buffers.
@@ -47,6 +50,7 @@ Fork: a child forgets calls in flight and queued requests it inherited (they are
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import os
 import threading
@@ -141,9 +145,12 @@ _new_wake = threading.Lock
 
 
 def _wake(request: _Request[Any]) -> None:
-    """Let a waiting thread go: its turn came."""
+    """Let a waiting thread go: its turn came. Safe to repeat (a thread interrupted while waking
+    the next one does it again, see `SharedCalls._abandon`): the flag is set before the release,
+    and a lock already released is left alone."""
     request.woken = True
-    request.wake.release()
+    with contextlib.suppress(RuntimeError):  # released by the first, interrupted, try
+        request.wake.release()
 
 
 _LIVE: weakref.WeakSet[SharedCalls[Any] | AsyncSharedCalls[Any]] = weakref.WeakSet()
@@ -221,17 +228,16 @@ class SharedCalls(_Sharing[V]):
 
     def _woken(self, request: _Request[V]) -> None:
         """A waiting thread was woken: wake the next thread of its chain; the last one calls for
-        the requests that queued while the chain woke, if a slot is free. Runs once per request
-        (an interrupted thread may get here twice, see `_abandon`)."""
-        if request.passed:
-            return
-        request.passed = True
+        the requests that queued while the chain woke, if a slot is free. An interrupted thread
+        may get here twice (see `_abandon`): waking is safe to repeat, and the chain is counted
+        off once."""
         following = request.next
         if following is not None:
             _wake(following)
             return
         with self._lock:
-            self._chains -= 1
+            if not request.passed:  # one statement: no interruption between the two
+                request.passed, self._chains = True, self._chains - 1
             if not self._queue or self._calls >= self.slots:
                 return
             self._calls += 1

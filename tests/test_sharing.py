@@ -537,27 +537,40 @@ class _InterruptedOnWaking:
         self.lock.release()
 
 
+@pytest.mark.parametrize("where", ["as it wakes", "as it wakes the next thread"])
 def test_a_waiter_interrupted_as_it_wakes_still_passes_the_chain_on(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, where: str
 ) -> None:
-    """Ctrl-C in a thread that waited for a shared call, landing just as it wakes: that thread
-    raises KeyboardInterrupt and its values are a gap; the threads after it in the chain still
-    get theirs, and the generator serves the next callers."""
+    """Ctrl-C in a thread that waited for a shared call, landing just as it wakes or as it wakes
+    the next thread of its chain: that thread raises KeyboardInterrupt and its values are a gap;
+    the threads after it in the chain still get theirs, and the generator serves the next
+    callers."""
     scripted = ScriptedCalls(held=True)
     shared = SharedCalls(scripted.plan, most=100, slots=1)
     out: dict[str, Any] = {}
     errors: dict[str, BaseException] = {}
     threads = [_start_named("leader", lambda: shared.take(1), out, errors)]
     scripted.wait_entered()
-    monkeypatch.setattr(
-        sharing,
-        "_new_wake",
-        lambda: (
-            _InterruptedOnWaking()
-            if threading.current_thread().name == "first"
-            else threading.Lock()
-        ),
-    )
+    if where == "as it wakes":
+        monkeypatch.setattr(
+            sharing,
+            "_new_wake",
+            lambda: (
+                _InterruptedOnWaking()
+                if threading.current_thread().name == "first"
+                else threading.Lock()
+            ),
+        )
+    else:
+        wake, interrupted = sharing._wake, []
+
+        def wake_interrupted_once(request: Any) -> None:
+            if threading.current_thread().name == "first" and not interrupted:
+                interrupted.append(request)
+                raise KeyboardInterrupt
+            wake(request)
+
+        monkeypatch.setattr(sharing, "_wake", wake_interrupted_once)
     for count, name in enumerate(["first", "second"], start=1):
         threads.append(_start_named(name, lambda: shared.take(1), out, errors))
         wait_until(lambda count=count: shared.waiting == count, f"{name} waits")
