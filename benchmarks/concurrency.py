@@ -5,7 +5,10 @@ loop), so concurrent calls share round trips (see ``sa_redis_ids.sharing``); the
 plain command at the same concurrency on one client: redis-py ``INCR`` from as many threads, and
 ``redis.asyncio`` ``INCR`` from as many tasks. A sequence with ``share_calls = False`` shows what
 the same callers get with one round trip each. The contenders run in alternating rounds, so they
-see the same load; the results are ``(name, mode, ids, seconds)``, the INCR peer first.
+see the same load; the results are ``(name, mode, ids, seconds, server CPU seconds)``, the INCR
+peer first. The server's CPU (``INFO cpu``, user and system, read before and after each round) is
+what the Redis core spent on the contender's IDs: shared calls make one script call serve many
+IDs. It is ``None`` on a cluster (its nodes report apart).
 """
 
 from __future__ import annotations
@@ -28,8 +31,24 @@ CONCURRENT: dict[str, dict[str, Any]] = {
     "daily_code": {"digits": 9},
 }
 
-Measured = tuple[str, str, int, float]
-"""``(strategy, mode, ids, seconds)`` of one contender over every round."""
+Measured = tuple[str, str, int, float, float | None]
+"""``(strategy, mode, ids, seconds, server CPU seconds or None)`` of one contender over every
+round."""
+
+
+def _server_cpu(client: Any) -> float:
+    """The server's CPU seconds so far (``used_cpu_user + used_cpu_sys``); 0.0 without a client."""
+    if client is None:
+        return 0.0
+    cpu = client.info("cpu")
+    return float(cpu["used_cpu_user"]) + float(cpu["used_cpu_sys"])
+
+
+def _results(totals: dict[tuple[str, str], list[float]], cluster: bool) -> list[Measured]:
+    return [
+        (name, how, int(count), seconds, None if cluster else cpu)
+        for (name, how), (count, seconds, cpu) in totals.items()
+    ]
 
 
 def _contenders(ids: Any, prefix: str, mode: str) -> dict[tuple[str, str], Any]:
@@ -87,19 +106,22 @@ def measure_threads(
     }
     for key, generator in _contenders(library, prefix, mode).items():
         calls[key] = generator.next_id
-    totals = {key: [0, 0.0] for key in calls}
+    totals = {key: [0, 0.0, 0.0] for key in calls}
+    info = None if cluster else client
     try:
         for call in calls.values():
             threads_seconds(call, threads, 2)  # scripts loaded, connections opened
         per_thread = max(1, ids_each // rounds // threads)
         for _ in range(rounds):
             for key, call in calls.items():
+                before = _server_cpu(info)
                 totals[key][0] += threads * per_thread
                 totals[key][1] += threads_seconds(call, threads, per_thread)
+                totals[key][2] += _server_cpu(info) - before
     finally:
         library.close()
         client.close()
-    return [(name, how, int(count), seconds) for (name, how), (count, seconds) in totals.items()]
+    return _results(totals, cluster)
 
 
 async def _gather_seconds(
@@ -149,16 +171,21 @@ async def measure_async(
     }
     for (name, how), generator in _contenders(library, prefix, mode).items():
         calls[(f"{name} (async)", how)] = generator.next_id
-    totals = {key: [0, 0.0] for key in calls}
+    totals = {key: [0, 0.0, 0.0] for key in calls}
+    info = None if cluster else redis.Redis.from_url(url, socket_timeout=10)
     try:
         for call in calls.values():
             await _gather_seconds(call, tasks, 2)  # every task's connection opened
         per_task = max(1, ids_each // rounds // tasks)
         for _ in range(rounds):
             for key, call in calls.items():
+                before = _server_cpu(info)
                 totals[key][0] += tasks * per_task
                 totals[key][1] += await _gather_seconds(call, tasks, per_task)
+                totals[key][2] += _server_cpu(info) - before
     finally:
         await _close(library)
         await _close(client)
-    return [(name, how, int(count), seconds) for (name, how), (count, seconds) in totals.items()]
+        if info is not None:
+            info.close()
+    return _results(totals, cluster)

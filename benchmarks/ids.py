@@ -442,14 +442,21 @@ def _peer_script(settings: Settings, client: Any, prefix: str) -> Callable[[], i
 
 def _concurrency_rows(group: str, measured: list[Measured]) -> list[Row]:
     """Rows of one concurrency table: IDs/s, wall µs per ID and the ratio to the INCR peer (the
-    first contender)."""
+    first contender); the note gives the server's CPU per ID and its ratio to the peer's, where
+    it was measured."""
     rows: list[Row] = []
     incr_rate = 0.0
-    for strategy, mode, count, seconds in measured:
+    incr_cpu = 0.0
+    for strategy, mode, count, seconds, cpu in measured:
         rate = count / seconds
         incr_rate = incr_rate or rate
         row = Row(group, strategy, mode, count, seconds, rate, seconds / count * 1e6)
         row.ratio = rate / incr_rate
+        if cpu is not None and cpu > 0:
+            per_id = cpu / count * 1e6
+            incr_cpu = incr_cpu or per_id
+            row.extra["server_cpu_us_per_id"] = per_id
+            row.note = f"server CPU {per_id:.3g} µs/ID, {per_id / incr_cpu:.2g}× INCR's"
         rows.append(row)
     return rows
 

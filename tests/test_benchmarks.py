@@ -240,6 +240,9 @@ def test_the_concurrency_rows_share_a_generator_among_threads_and_tasks(
     assert all(r.ids == 256 and r.ids_per_s > 0 and r.ratio for r in async_rows)
     assert all(r.ids == 128 and r.ids_per_s > 0 and r.ratio for r in thread_rows)
     assert async_rows[0].ratio == thread_rows[0].ratio == 1.0
+    for row in async_rows + thread_rows:  # the server's CPU per ID, beside the INCR peer's
+        assert row.extra["server_cpu_us_per_id"] > 0, row
+        assert row.note.startswith("server CPU ") and row.note.endswith("× INCR's"), row.note
     found = bench.targets([], [], async_rows, thread_rows)
     assert [t["target"] for t in found] == [
         f"{name} next_id() at {what} >= {goal}× IDs/s of {peer}"
