@@ -350,7 +350,8 @@ class ShortIdGenerator(IdGenerator[int]):
                 "short_id",
                 call.keys,
                 [
-                    *call.head,
+                    f"{high.identities[index]} {call.claim}",
+                    call.head[1],
                     n,
                     secrets.token_bytes(6 * tries),
                     high.mark(index) or 0,
@@ -358,7 +359,6 @@ class ShortIdGenerator(IdGenerator[int]):
                     generation_sent,
                     # a new generation only counts when this process saw none
                     secrets.token_hex(8) if not generation_sent else "",
-                    high.identities[index],
                     span,
                 ],
             )

@@ -6,7 +6,9 @@
 -- KEYS[4]  generation: a token that changes whenever a process heals the bitmap, so that every
 --          other process re-marks its own positions too
 -- KEYS[5]  identity marker of the namespace (see node_identity_since in common.lua)
--- ARGV[1]  this node's claim, "index/count|config"
+-- ARGV[1]  "identity claim": the node identity (replication ID) this process saw last ("": none
+--          yet), a space, and this node's claim, "index/count|config"; a node that moved since (a
+--          promoted replica, not a restart from its own data) must be healed
 -- ARGV[2]  bits, the size of this node's share (bits at or past it are never used)
 -- ARGV[3]  n, how many positions to take
 -- ARGV[4]  6*n random bytes: each 6 bytes, read as a big-endian number modulo bits, are the
@@ -18,9 +20,7 @@
 -- ARGV[7]  the generation this process last saw ("": none yet)
 -- ARGV[8]  a new generation token, set when the node has none and this process saw none (only
 --          read when ARGV[7] is "", so a process that saw one may send "")
--- ARGV[9]  the node identity (replication ID) this process saw last ("": none yet); a node that
---          moved since (a promoted replica, not a restart from its own data) must be healed
--- ARGV[10] span: "0" takes each value at its own random position (the positions of ARGV[4]);
+-- ARGV[9]  span: "0" takes each value at its own random position (the positions of ARGV[4]);
 --          S > 0 takes runs: each 6 random bytes of ARGV[4] name a byte where a window of S bytes
 --          starts, whose free positions are all taken (one GETRANGE and one SETRANGE per window),
 --          until n are taken; what the windows did not give is then searched value by value
@@ -44,8 +44,8 @@
 -- one this process saw, the bitmap exists (unless nothing was ever taken) and the random position
 -- is free. It writes nothing unless it answers (a taken position is left as it was); anything
 -- else is handled in full below, from the same random bytes.
-if ARGV[3] == '1' and ARGV[10] == '0' and ARGV[7] ~= '' and ARGV[9] ~= ''
-    and redis.call('GET', KEYS[5]) == ARGV[9] .. ' ' .. ARGV[1] then
+if ARGV[3] == '1' and ARGV[9] == '0' and ARGV[7] ~= ''
+    and redis.call('GET', KEYS[5]) == ARGV[1] then
   local found = redis.call('MGET', KEYS[3], KEYS[4])
   local total, bits = found[1], ARGV[2] + 0
   if total and found[2] == ARGV[7] and total + 0 >= ARGV[5] + 0
@@ -59,7 +59,8 @@ if ARGV[3] == '1' and ARGV[10] == '0' and ARGV[7] ~= '' and ARGV[9] ~= ''
   end
 end
 --! common
-local recorded, identity, moved = claim_and_identity(KEYS[2], ARGV[1], KEYS[5], ARGV[9])
+local seen, claim = string.match(ARGV[1], '^(%S*) (.*)$')
+local recorded, identity, moved = claim_and_identity(KEYS[2], claim, KEYS[5], seen)
 if recorded then
   return {2, recorded}
 end
@@ -139,7 +140,7 @@ local n = tonumber(ARGV[3])
 -- Runs: take every free position of S-byte windows at random bytes (a byte past the string's end
 -- is free), then search one by one for what is left. All or nothing: when the share runs out, every
 -- window is written back as it was and every single bit cleared again.
-local span = tonumber(ARGV[10])
+local span = tonumber(ARGV[9])
 if span > 0 then
   local runs, got, windows, singles = {}, 0, {}, {}
   local run_first, run_count = -1, 0
