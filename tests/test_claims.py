@@ -4,6 +4,7 @@ can be rebuilt from the claims the nodes record."""
 from __future__ import annotations
 
 from datetime import date, datetime, timedelta, timezone
+from typing import Any
 from zoneinfo import ZoneInfo
 
 import pytest
@@ -233,3 +234,32 @@ def test_a_claim_recorded_by_a_write_that_issues_nothing_stops_a_running_generat
     assert recorded == other.claim_for(node)
     with pytest.raises(ConfigError, match="recorded the claim"):
         running.next_id()
+
+
+@pytest.mark.parametrize("strategy", ["snowflake", "date_prefixed", "daily_code"])
+def test_a_sound_call_the_full_path_serves_still_answers_one_integer(
+    backend: Backend, strategy: str
+) -> None:
+    """With the identity marker gone (it lasts a second), a running generator's next call takes
+    the script's full path, which checks the claim and the node again; when both hold it answers
+    the same single integer as the fast path."""
+    ids = backend.ids()
+    generator = getattr(ids, strategy)(
+        "users", **({} if strategy == "snowflake" else {"tz": "UTC"})
+    )
+    node = ids.nodes.nodes[0]
+    replies: list[object] = []
+    run = node.run
+
+    def recording(name: str, keys: Any, args: Any) -> Any:
+        reply = run(name, keys, args)
+        replies.append(reply)
+        return reply
+
+    generator.next_id()
+    generator.next_id()
+    backend.client.delete(generator.identity_key)
+    node.run = recording  # type: ignore[method-assign]
+    generator.next_id()
+    assert len(replies) == 1
+    assert type(replies[0]) is int, replies

@@ -91,8 +91,8 @@ if (hash or (storage == 'key' and KEYS[6])) and (ARGV[4] == 'none' or ARGV[4] ==
   end
 end
 --! common
-local seen, claim = string.match(ARGV[2], '^(%S*) (.*)$')
-local recorded, identity, moved = claim_and_identity(KEYS[2], claim, KEYS[3], seen)
+local seen_id, claim = string.match(ARGV[2], '^(%S*) (.*)$')
+local recorded, identity, moved = claim_and_identity(KEYS[2], claim, KEYS[3], seen_id)
 if recorded then
   return {2, recorded}
 end
@@ -172,7 +172,7 @@ if after >= 9007199254740992 or (#limit <= 16 and after > tonumber(limit)) then
     redis.call('DECRBY', key, n)
     return {1, redis.call('GET', key)}
   end
-elseif healed == '' and identity == seen and d < m - 1 and after < 9007199254740992 / m
+elseif healed == '' and identity == seen_id and d < m - 1 and after < 9007199254740992 / m
     and string.byte(storage, -1) ~= 33 then  -- 33: '!', the caller needs the Redis time
   return after * m + d
 end

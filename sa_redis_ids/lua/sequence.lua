@@ -41,7 +41,7 @@ if heal ~= 'ask' and redis.call('GET', KEYS[3]) == ARGV[2] then
   end
 end
 --! common
-local seen, claim = string.match(ARGV[2], '^(%S*) (.*)$')
+local seen_id, claim = string.match(ARGV[2], '^(%S*) (.*)$')
 -- The claim, the identity marker and the counter in one read (the claim is checked here).
 local read = redis.call('MGET', KEYS[2], KEYS[3], KEYS[1])
 local recorded, current = read[1], read[3]
@@ -51,7 +51,7 @@ elseif recorded ~= claim then
   return {2, recorded}
 end
 local guard, ask = ARGV[4], heal == 'ask'
-local identity, moved = node_identity_since(KEYS[3], seen, read[2], claim)
+local identity, moved = node_identity_since(KEYS[3], seen_id, read[2], claim)
 local healed = ''
 if (not current and (ask or guard ~= '0')) or (current and dec_gt(guard, current)) or moved then
   if ask then

@@ -59,8 +59,8 @@ if ARGV[3] == '1' and ARGV[9] == '0' and ARGV[7] ~= ''
   end
 end
 --! common
-local seen, claim = string.match(ARGV[1], '^(%S*) (.*)$')
-local recorded, identity, moved = claim_and_identity(KEYS[2], claim, KEYS[5], seen)
+local seen_id, claim = string.match(ARGV[1], '^(%S*) (.*)$')
+local recorded, identity, moved = claim_and_identity(KEYS[2], claim, KEYS[5], seen_id)
 if recorded then
   return {2, recorded}
 end

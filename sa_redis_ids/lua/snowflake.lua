@@ -83,8 +83,8 @@ local function whole(x)
   return string.format('%.0f', x)
 end
 
-local seen, claim = string.match(ARGV[2], '^(%S*) (.*)$')
-local recorded, identity, moved = claim_and_identity(KEYS[2], claim, KEYS[3], seen)
+local seen_id, claim = string.match(ARGV[2], '^(%S*) (.*)$')
+local recorded, identity, moved = claim_and_identity(KEYS[2], claim, KEYS[3], seen_id)
 if recorded then
   return {2, recorded}
 end
@@ -138,7 +138,7 @@ if end_ms > tonumber(ARGV[4]) then
 end
 redis.call('HSET', KEYS[1], 'ms', whole(end_ms), 'c', whole(end_c), 'seen', whole(seen))
 local first = ms * slots + c
-if healed == '' and identity == seen and first < 9007199254740992 - n then
+if healed == '' and identity == seen_id and first < 9007199254740992 - n then
   return first
 end
 return ok_reply(ms, c, end_ms, end_c, healed, identity)
