@@ -309,7 +309,7 @@ class DatedGenerator(IdGenerator[V]):
                 window.keys,
                 [
                     n,
-                    f"{high.identities[index]} {fixed.claim}",
+                    high.seen_with(index, fixed.claim),
                     fixed.limit_text,
                     floor,
                     *(fixed.storage_timed if timed else fixed.storage),

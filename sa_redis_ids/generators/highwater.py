@@ -178,6 +178,12 @@ class HighWater(Generic[M]):
             if known is None or mark > known:  # type: ignore[operator]
                 self._marks[index] = mark
 
+    def seen_with(self, index: int, claim: str) -> str:
+        """The issuing scripts' "identity claim" argument for node ``index``: the identity this
+        process saw last, a space and the node's claim, the form of the namespace's identity
+        marker (``node_identity_since`` in ``common.lua``), so one read of it checks both."""
+        return f"{self.identities[index]} {claim}"
+
     def answered(self, index: int, identity: object, mark: M) -> None:
         """Record a node's reply: its identity and the mark it gave (kept if higher)."""
         self.identities[index] = identity.decode() if isinstance(identity, bytes) else str(identity)

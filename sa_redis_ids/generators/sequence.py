@@ -144,7 +144,7 @@ class SequenceGenerator(BufferedGenerator[int]):
                 keys,
                 [
                     n,
-                    f"{high.identities[node.index]} {claim}",
+                    high.seen_with(node.index, claim),
                     limit_text,
                     guard_text,
                     "ask" if ask else heal_text,

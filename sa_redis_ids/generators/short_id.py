@@ -350,7 +350,7 @@ class ShortIdGenerator(IdGenerator[int]):
                 "short_id",
                 call.keys,
                 [
-                    f"{high.identities[index]} {call.claim}",
+                    high.seen_with(index, call.claim),
                     call.head[1],
                     n,
                     secrets.token_bytes(6 * tries),
@@ -364,13 +364,7 @@ class ShortIdGenerator(IdGenerator[int]):
             )
             if type(reply) is int:  # the fast path: one value, the generation and node we saw
                 total, position = divmod(reply, call.share)
-                with high.records:
-                    self._taken[index].add([position])
-                    if self._heals[index] == heals:
-                        generations[index] = generation_sent
-                    else:  # a heal ran meanwhile and may have missed it: heal again next call
-                        generations[index] = STALE
-                        self._missed[index] = True
+                self._record(index, heals, generation_sent, positions=[position])
                 high.saw(index, total)
                 return [self.offset + index + position * node.count]
             try:
@@ -399,19 +393,11 @@ class ShortIdGenerator(IdGenerator[int]):
                 ]
                 for start, count in runs:
                     values += range(first + start * step, first + (start + count) * step, step)
+                self._record(index, heals, reply_text(generation), runs=runs)
             else:
                 positions = [int(bit) for bit in reply_text(text).split(",")]
                 values = [first + position * step for position in positions]
-            with high.records:
-                if span:
-                    self._taken[index].add_runs(runs)
-                else:
-                    self._taken[index].add(positions)
-                if self._heals[index] == heals:  # the node's generation, seen with these
-                    generations[index] = reply_text(generation)
-                else:  # a heal ran meanwhile and may have missed these: heal again next call
-                    generations[index] = STALE
-                    self._missed[index] = True
+                self._record(index, heals, reply_text(generation), positions=positions)
             high.answered(index, identity, int(total))
             return values
         raise RedisUnavailable(
@@ -420,6 +406,29 @@ class ShortIdGenerator(IdGenerator[int]):
             namespace=self.namespace,
             node=node.name,
         )
+
+    def _record(
+        self,
+        index: int,
+        heals: int,
+        generation: str,
+        *,
+        positions: list[int] | None = None,
+        runs: list[tuple[int, int]] | None = None,
+    ) -> None:
+        """Record positions this process took on node ``index`` (single ``positions`` or
+        ``runs`` of them) and the node's generation seen with them; if a heal ran since the call
+        began (``heals``: the count then), it may have missed them: heal again next call."""
+        with self.high.records:
+            if runs is not None:
+                self._taken[index].add_runs(runs)
+            else:
+                self._taken[index].add(positions or [])
+            if self._heals[index] == heals:
+                self._generations[index] = generation
+            else:
+                self._generations[index] = STALE
+                self._missed[index] = True
 
     def _first_merge(self, node: Node) -> Plan[None]:
         """The floor's values taken on ``node`` unless another call of this process saw to it."""

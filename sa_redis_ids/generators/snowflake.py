@@ -452,7 +452,7 @@ class SnowflakeGenerator(IdGenerator[int]):
                 call.keys,
                 [
                     n,
-                    f"{high.identities[index]} {call.claim}",
+                    high.seen_with(index, call.claim),
                     *call.head,
                     guard[0],
                     guard[1],
