@@ -22,6 +22,7 @@ from typing import Any
 
 import redis
 
+from benchmarks.server_info import cpu_seconds
 from sa_redis_ids import RedisIds
 
 #: The strategies measured at concurrency, with options that let a run take many IDs.
@@ -37,11 +38,8 @@ round."""
 
 
 def _server_cpu(client: Any) -> float:
-    """The server's CPU seconds so far (``used_cpu_user + used_cpu_sys``); 0.0 without a client."""
-    if client is None:
-        return 0.0
-    cpu = client.info("cpu")
-    return float(cpu["used_cpu_user"]) + float(cpu["used_cpu_sys"])
+    """The server's CPU seconds so far (`cpu_seconds`); 0.0 without a client (a cluster)."""
+    return 0.0 if client is None else cpu_seconds(client)
 
 
 def _results(totals: dict[tuple[str, str], list[float]], cluster: bool) -> list[Measured]:

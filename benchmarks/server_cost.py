@@ -29,13 +29,9 @@ import redis
 from benchmarks.callgrind import CallgrindServer
 from benchmarks.callgrind import available as callgrind_available
 from benchmarks.report import table
+from benchmarks.server_info import cpu_seconds
 from sa_redis_ids import RedisIds
 from tests.support.servers import RedisServer
-
-
-def _cpu_seconds(client: redis.Redis) -> float:
-    cpu = client.info("cpu")
-    return float(cpu["used_cpu_user"]) + float(cpu["used_cpu_sys"])
 
 
 def measure(
@@ -48,10 +44,10 @@ def measure(
     script, cpu = float("inf"), float("inf")
     for _ in range(batches):
         client.config_resetstat()
-        before = _cpu_seconds(client)
+        before = cpu_seconds(client)
         for _ in range(calls):
             call()
-        cpu = min(cpu, (_cpu_seconds(client) - before) / calls * 1e6)
+        cpu = min(cpu, (cpu_seconds(client) - before) / calls * 1e6)
         stats: dict[str, Any] = client.info("commandstats")
         script = min(script, float(stats[f"cmdstat_{command}"]["usec_per_call"]))
     return script, cpu

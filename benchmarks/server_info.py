@@ -22,15 +22,16 @@ Cost = tuple[str, str, int, float, float]
 """``(strategy, command, calls, commandstats µs per call, CPU µs per call)``."""
 
 
+def cpu_seconds(client: Any) -> float:
+    """The server's CPU seconds so far: ``used_cpu_user + used_cpu_sys`` of ``INFO cpu``."""
+    cpu = client.info("cpu")
+    return float(cpu["used_cpu_user"]) + float(cpu["used_cpu_sys"])
+
+
 def _reading(client: Any, command: str) -> tuple[int, int, float]:
     """The command's ``calls`` and ``usec`` so far and the server's CPU seconds."""
     stats = client.info("commandstats").get(f"cmdstat_{command}", {})
-    cpu = client.info("cpu")
-    return (
-        int(stats.get("calls", 0)),
-        int(stats.get("usec", 0)),
-        float(cpu["used_cpu_user"]) + float(cpu["used_cpu_sys"]),
-    )
+    return int(stats.get("calls", 0)), int(stats.get("usec", 0)), cpu_seconds(client)
 
 
 def measure_server(

@@ -85,7 +85,7 @@ class _Request(Generic[V]):
         self.woken = False
         """Its turn came: set just before ``wake`` is released (threads)."""
         self.passed = False
-        """Its thread passed the chain on (threads; see `SharedCalls._woken`)."""
+        """The last thread of its chain counted the chain off (threads; see `SharedCalls._woken`)."""
 
     def outcome(self) -> list[V] | None:
         """The values, or raise the shared call's error; ``None``: the caller must call alone."""
