@@ -5,8 +5,9 @@
 and for a redis-py ``INCR`` (sent as ``INCRBY``), ``B`` times resets the server's statistics
 (``CONFIG RESETSTAT``, on this private server only), makes ``N`` calls and reads:
 
-* ``INFO commandstats``: ``usec_per_call`` of ``evalsha`` (the script's time inside Redis, every
-  command it runs included) or of ``incr``;
+* ``INFO commandstats``: the time per call of ``evalsha`` (the script's time inside Redis, every
+  command it runs included), of ``MULTI`` and ``EXEC`` for a sequence (its transaction) or of
+  ``incrby``;
 * ``INFO cpu``: the server's CPU time (user + system) per call, reading and writing the socket
   included.
 
@@ -22,14 +23,13 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable, Sequence
-from typing import Any
 
 import redis
 
 from benchmarks.callgrind import CallgrindServer
 from benchmarks.callgrind import available as callgrind_available
 from benchmarks.report import table
-from benchmarks.server_info import cpu_seconds
+from benchmarks.server_info import command_of, command_stats, cpu_seconds
 from sa_redis_ids import RedisIds
 from tests.support.servers import RedisServer
 
@@ -48,8 +48,8 @@ def measure(
         for _ in range(calls):
             call()
         cpu = min(cpu, (cpu_seconds(client) - before) / calls * 1e6)
-        stats: dict[str, Any] = client.info("commandstats")
-        script = min(script, float(stats[f"cmdstat_{command}"]["usec_per_call"]))
+        executed, usec = command_stats(client.info("commandstats"), command)
+        script = min(script, usec / max(1, executed))
     return script, cpu
 
 
@@ -76,7 +76,7 @@ def run(calls: int, batches: int) -> list[list[object]]:
         )
         rows: list[list[object]] = [["redis-py INCR", incr[0], 1.0, incr[1], 1.0]]
         for name, call in generators.items():
-            script, cpu = measure(client, "evalsha", call, calls, batches)
+            script, cpu = measure(client, command_of(name), call, calls, batches)
             rows.append([f"{name} next_id()", script, script / incr[0], cpu, cpu / incr[1]])
     finally:
         server.stop()

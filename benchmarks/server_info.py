@@ -28,10 +28,32 @@ def cpu_seconds(client: Any) -> float:
     return float(cpu["used_cpu_user"]) + float(cpu["used_cpu_sys"])
 
 
+SENDS = {"sequence": "multi+exec"}
+"""What a strategy's sound ``next_id()`` sends where it is not one ``EVALSHA``: a sequence sends a
+transaction (``EXEC``'s time includes the commands it runs)."""
+
+
+def command_of(strategy: str) -> str:
+    """The command (``"evalsha"``, or commands joined by ``+``) a strategy's call sends."""
+    return SENDS.get(strategy, "evalsha")
+
+
+def command_stats(stats: dict[str, Any], command: str) -> tuple[int, int]:
+    """``calls`` and ``usec`` of ``command`` in ``INFO commandstats`` (``stats``): for commands
+    joined by ``+``, the first one's calls and the sum of their times."""
+    calls, usec = 0, 0
+    for index, part in enumerate(command.split("+")):
+        found = stats.get(f"cmdstat_{part}", {})
+        if index == 0:
+            calls = int(found.get("calls", 0))
+        usec += int(found.get("usec", 0))
+    return calls, usec
+
+
 def _reading(client: Any, command: str) -> tuple[int, int, float]:
     """The command's ``calls`` and ``usec`` so far and the server's CPU seconds."""
-    stats = client.info("commandstats").get(f"cmdstat_{command}", {})
-    return int(stats.get("calls", 0)), int(stats.get("usec", 0)), cpu_seconds(client)
+    calls, usec = command_stats(client.info("commandstats"), command)
+    return calls, usec, cpu_seconds(client)
 
 
 def measure_server(

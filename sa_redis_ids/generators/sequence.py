@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from sa_redis_ids.bounds import BIGINT_MAX, limit_for
 from sa_redis_ids.buffering import (
@@ -26,7 +26,7 @@ from sa_redis_ids.buffering import (
 from sa_redis_ids.errors import ScriptError
 from sa_redis_ids.generators.base import check_int_option
 from sa_redis_ids.generators.highwater import heal_args
-from sa_redis_ids.redis.plans import Plan, Run, planned, run_plan
+from sa_redis_ids.redis.plans import Plan, Run, Transact, planned, run_plan
 from sa_redis_ids.redis.scripts import NeedsFloor, check_reply, reply_text
 from sa_redis_ids.validation import check_bool, check_value_int
 
@@ -76,7 +76,7 @@ class SequenceGenerator(BufferedGenerator[int]):
         self.js_safe = js_safe
         self._limit = limit
         self.counter_key = self.keys.key(self.strategy)
-        self._per_node: dict[int, tuple[str, int, str, list[str]]] = {}
+        self._per_node: dict[int, tuple[str, int, str, list[str], tuple[tuple[Any, ...], ...]]] = {}
         self._use_buffer(
             block, self._take_block, capacity=limit - self.start + 1, default_max=RANGE_MAX_BLOCK
         )
@@ -110,9 +110,9 @@ class SequenceGenerator(BufferedGenerator[int]):
         """``n`` values of ``node``: one round trip, two when the floor must be read first."""
         return self._with_floor_read_once(node, lambda: self._attempt(node, n))
 
-    def _fixed(self, node: Node) -> tuple[str, int, str, list[str]]:
+    def _fixed(self, node: Node) -> tuple[str, int, str, list[str], tuple[tuple[Any, ...], ...]]:
         """What every call on ``node`` sends unchanged: the claim, the counter limit (as an int
-        and as text) and the keys; computed once per node."""
+        and as text), the keys and the transaction of one value; computed once per node."""
         found = self._per_node.get(node.index)
         if found is None:
             limit = node.counter_through(self.start, self._limit)
@@ -121,59 +121,97 @@ class SequenceGenerator(BufferedGenerator[int]):
                 limit,
                 str(limit),
                 [self.counter_key, self.claim_key, self.identity_key],
+                self._transaction(1),
             )
             self._per_node[node.index] = found
         return found
 
+    def _transaction(self, n: int) -> tuple[tuple[Any, ...], ...]:
+        """The transaction taking ``n`` values: the identity marker and the claim read with the
+        ``INCRBY``."""
+        return ((b"MGET", self.identity_key, self.claim_key), (b"INCRBY", self.counter_key, n))
+
     def _attempt(self, node: Node, n: int) -> Plan[range]:
-        claim, limit, limit_text, keys = self._fixed(node)
+        """``n`` values of ``node``. A sound call is one transaction (``MULTI``, ``MGET`` of the
+        identity marker and the claim, ``INCRBY``, ``EXEC``) where the node allows it (see
+        ``Node.transactions``): the server's work of an ``INCR`` or two. Its values stand when
+        the marker vouches for the node and the claim, the counter was at or above the guard and
+        within the limit: the checks of the script's fast path, made here on what the
+        transaction read at the moment it took. Otherwise the script judges what the transaction
+        found (its ``pre`` argument): it keeps the values, or drops them (a gap, never a value
+        issued twice) and heals as usual. A claim missing at the transaction means the
+        namespace's keys were lost (a flush) or cleared: the counter it found may be one another
+        process's transaction recreated a moment before, so it is judged as missing."""
+        claim, limit, limit_text, keys, one = self._fixed(node)
         high = self.high
+        index = node.index
         floor = None
         has_floor = self._floor is not None  # asked once per call: it may ask the ORM
-        if has_floor and not high.consulted(node.index):
+        if has_floor and not high.consulted(index):
             floor = yield from self._floor_counter(node)  # once per process and node
         for _ in range(2):
-            guard = max(high.mark(node.index) or 0, floor or 0)
+            guard = max(high.mark(index) or 0, floor or 0)
             ask = has_floor and floor is None
+            seen = high.seen_with(index, claim)
+            pre = taken = None
+            # (A transaction past the limit would leave the last values unissued: near the top, as
+            # far as this process knows, the script takes or refuses them atomically.)
+            if not ask and guard + n <= limit and node.transactions and high.identities[index]:
+                done = yield Transact(
+                    node, self.counter_key, one if n == 1 else self._transaction(n)
+                )
+                if done is not None and type(done[1]) is int:
+                    (marker, recorded), taken = done
+                    if recorded is None:
+                        pre = "0"  # judged as missing
+                    elif (
+                        taken <= limit
+                        and taken - n >= guard
+                        and marker is not None
+                        and reply_text(marker) == seen
+                    ):
+                        after = taken
+                        high.saw(index, after)
+                        break
+                    else:
+                        pre = str(taken - n)
             guard_text, heal_text, _ = heal_args(
-                guard, self.headroom + high.drift(node.index, self.drift_most), limit, ask=ask
+                guard, self.headroom + high.drift(index, self.drift_most), limit, ask=ask
             )
-            reply = yield Run(
-                node,
-                "sequence",
-                keys,
-                [
-                    n,
-                    high.seen_with(node.index, claim),
-                    limit_text,
-                    guard_text,
-                    "ask" if ask else heal_text,
-                ],
-            )
+            args = [n, seen, limit_text, guard_text, "ask" if ask else heal_text]
+            if pre is not None:
+                args += [pre, str(taken)]
+            reply = yield Run(node, "sequence", keys, args)
             if type(reply) is int:  # the fast path: sound counter, the node this process saw
                 after = reply
-                high.saw(node.index, after)
-            else:
-                try:
-                    after_text, healed, identity = check_reply(
-                        reply, namespace=self.namespace, node=node, claim=claim
-                    )
-                except NeedsFloor:
-                    floor = yield from self._floor_counter(node)
-                    continue
-                after = int(after_text)
-                if healed:
-                    high.healed(node.name, reply_text(healed), str(after - n))
-                high.answered(node.index, identity, after)
-            if floor is not None:
-                high.set_consulted(node.index)
-            high.pace(node.index, after)
-            return node.values(self.start, after, n)
-        raise ScriptError(  # pragma: no cover - the second call carries the floor
-            "the sequence script asked for the floor twice",
-            namespace=self.namespace,
-            node=node.name,
-        )
+                high.saw(index, after)
+                break
+            if taken is not None and type(reply) is list and reply[:1] == [0]:
+                after = taken  # the transaction's values stand
+                high.answered(index, reply[1], after)
+                break
+            try:
+                after_text, healed, identity = check_reply(
+                    reply, namespace=self.namespace, node=node, claim=claim
+                )
+            except NeedsFloor:
+                floor = yield from self._floor_counter(node)
+                continue
+            after = int(after_text)
+            if healed:
+                high.healed(node.name, reply_text(healed), str(after - n))
+            high.answered(index, identity, after)
+            break
+        else:  # pragma: no cover - the second call carries the floor
+            raise ScriptError(
+                "the sequence script asked for the floor twice",
+                namespace=self.namespace,
+                node=node.name,
+            )
+        if floor is not None:
+            high.set_consulted(index)
+        high.pace(index, after)
+        return node.values(self.start, after, n)
 
     def _floor_counter(self, node: Node) -> Plan[int]:
         """The counter of ``node`` above which every value is above the floor's highest value."""

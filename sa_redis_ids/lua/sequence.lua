@@ -14,11 +14,20 @@
 -- ARGV[5]  heal: the counter a missing or guarded counter is set to (guard + headroom); or "ask":
 --          the generator has a floor not included in this call, so a missing counter, or one
 --          below the guard, is reported (status 6) instead of healed
+-- ARGV[6]  (optional) pre: a transaction of this process (MULTI, MGET of the marker and the
+--          claim, INCRBY n, EXEC) took n already, from the counter `pre` ("0": missing or 0, or
+--          the claim was missing), and failed its checks; this call judges those values. They
+--          stand when the claim is ours, the node has not moved, `pre` is at or above the guard
+--          and ARGV[7] within the limit (reply {0, identity}, nothing more taken); otherwise they
+--          are dropped (a gap) and the call goes on as the full path, judging the counter by
+--          `pre` (what the transaction found, not what others' transactions made of it)
+-- ARGV[7]  (with ARGV[6]) the counter the transaction left (decimal)
 -- Returns  the counter after taking n, as an integer, when the counter was sound and the node is
 --          the one this process saw (the common case); else, when values were taken, one string
 --          "after healed identity" (after: the counter after taking n; healed: "" when the
 --          counter was sound, else the counter it was healed from, "-" when it was missing; the
 --          node identity); else
+--          {0, identity}              with ARGV[6]: the transaction's values stand
 --          {1, counter now (string)}  exhausted: nothing taken
 --          {2, recorded claim}        node claim mismatch: nothing taken
 --          {6, counter or ""}         the floor must be read first: nothing taken
@@ -27,8 +36,8 @@
 -- holds "identity claim" only while both hold, see node_identity_since); the counter is taken
 -- first and checked after. Anything else (a counter below the guard, missing, exhausted or past
 -- 2^53, where Lua numbers are not exact) is undone here and handled in full below.
-local n, heal = ARGV[1], ARGV[5]
-if heal ~= 'ask' and redis.call('GET', KEYS[3]) == ARGV[2] then
+local n, heal, pre = ARGV[1], ARGV[5], ARGV[6]
+if not pre and heal ~= 'ask' and redis.call('GET', KEYS[3]) == ARGV[2] then
   local after, limit = redis.call('INCRBY', KEYS[1], n), ARGV[3]
   if after < 9007199254740992 and after - n >= ARGV[4] + 0
       and (#limit > 16 or after <= limit + 0) then
@@ -45,22 +54,43 @@ local seen_id, claim = string.match(ARGV[2], '^(%S*) (.*)$')
 -- The claim, the identity marker and the counter in one read (the claim is checked here).
 local read = redis.call('MGET', KEYS[2], KEYS[3], KEYS[1])
 local recorded, current = read[1], read[3]
+local guard, ask = ARGV[4], heal == 'ask'
 if not recorded then
+  if ask then  -- read the floor first; record nothing meanwhile (see below)
+    return {6, current or ''}
+  end
   redis.call('SET', KEYS[2], claim)
 elseif recorded ~= claim then
   return {2, recorded}
 end
-local guard, ask = ARGV[4], heal == 'ask'
 local identity, moved = node_identity_since(KEYS[3], seen_id, read[2], claim)
+-- A transaction's take is never undone here: the counter may stand at the number it left for
+-- another reason (recreated after a flush by others' calls), and an undo would hand out again
+-- what they issued.
+local taken = ARGV[7]
+-- A claim this call had to record means the namespace's keys were lost (a flush) or cleared;
+-- its counter may be one that transactions of other processes recreated since, not yet judged:
+-- it must reach the heal value, and a transaction's `pre` from before the loss is not trusted.
+local before = current  -- the counter as the call (or its transaction) found it
+if pre == '0' then
+  before = nil
+elseif pre and recorded then
+  before = pre
+end
 local healed = ''
-if (not current and (ask or guard ~= '0')) or (current and dec_gt(guard, current)) or moved then
+if (not before and (ask or guard ~= '0')) or (before and dec_gt(guard, before)) or moved
+    or (not recorded and before and heal ~= '0' and dec_gt(heal, before)) then
   if ask then
     return {6, current or ''}
   end
-  if heal ~= '0' and (not current or dec_gt(heal, current)) then
-    redis.call('SET', KEYS[1], heal)
-    healed = current or '-'
+  if heal ~= '0' and (not before or dec_gt(heal, before)) then
+    if not current or dec_gt(heal, current) then  -- (a transaction may have raised it since)
+      redis.call('SET', KEYS[1], heal)
+    end
+    healed = before or '-'
   end
+elseif pre and recorded and not dec_gt(taken, ARGV[3]) then
+  return {0, identity}
 end
 local after = redis.call('INCRBY', KEYS[1], n)
 if after < 9007199254740992 then

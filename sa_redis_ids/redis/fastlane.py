@@ -13,6 +13,14 @@ redirect or a cluster that is not ready, the held connection is dropped and the 
 general way (a timeout drops the connection and is raised) (with redis-py's own retries and redirect handling), so reconnects, failovers and
 cluster resharding behave exactly as without the fast path. A connection goes back to its pool
 when its thread ends.
+
+A lane also runs a short transaction (``MULTI`` … ``EXEC``, `FastLane.transact`) in one round
+trip: a generator's sound call needs no script (see `sa_redis_ids.generators.sequence`), and a
+transaction costs the server about a third of a script call. A transaction goes out only on a
+connection where a script on the same first key has answered since the connection opened: a
+transaction writes without judging what it finds, so after a restart (a new connection) each
+process's first call of a namespace is its script, which judges the state atomically, before any
+of its transactions writes.
 """
 
 from __future__ import annotations
@@ -61,6 +69,57 @@ def pack(encoder: Any, *parts: Any) -> bytes:
             data = encoder.encode(part)
         append(b"$%d\r\n%s\r\n" % (len(data), data))
     return b"".join(out)
+
+
+MULTI = b"*1\r\n$5\r\nMULTI\r\n"
+EXEC = b"*1\r\n$4\r\nEXEC\r\n"
+
+
+class Transactions:
+    """Transactions packed for one lane, each once: a generator sends the same few again and
+    again (its ``GET`` and ``INCRBY`` of one value). Bounded: past `MOST` packed, the oldest
+    half is forgotten."""
+
+    MOST = 64
+
+    def __init__(self) -> None:
+        self._packed: dict[tuple[tuple[Any, ...], ...], bytes] = {}
+
+    def packed(self, encoder: Any, commands: tuple[tuple[Any, ...], ...]) -> bytes:
+        """``MULTI``, ``commands`` and ``EXEC`` as one write."""
+        found = self._packed.get(commands)
+        if found is None:
+            found = b"".join([MULTI, *(pack(encoder, *command) for command in commands), EXEC])
+            if len(self._packed) >= self.MOST:
+                for old in list(self._packed)[: self.MOST // 2]:
+                    self._packed.pop(old, None)  # another thread may trim at once
+            self._packed[commands] = found
+        return found
+
+
+def replies_or_errors(count: int, read: Any) -> list[Any]:
+    """``count`` replies of ``read()``, an error reply as its exception (the connection stays in
+    step: each error reply is read whole)."""
+    replies: list[Any] = []
+    for _ in range(count):
+        try:
+            replies.append(read())
+        except redis.ResponseError as error:  # a redirect, a refused write, a command's error
+            replies.append(error)
+    return replies
+
+
+def executed(replies: list[Any]) -> list[Any] | None:
+    """``EXEC``'s replies (the last of ``replies``), or None when the transaction did not run
+    whole: an error reply to ``MULTI``, to a queued command (``EXEC`` then aborts), to ``EXEC``,
+    or inside ``EXEC``'s reply."""
+    result = replies[-1]
+    if not isinstance(result, list):
+        return None
+    for reply in result:
+        if isinstance(reply, BaseException):
+            return None
+    return result
 
 
 def lane_share(pool: Any) -> int:
@@ -119,12 +178,25 @@ if hasattr(os, "register_at_fork"):
 class _Held:
     """A connection one thread holds; given back to its pool when the thread ends."""
 
-    __slots__ = ("connection", "pid", "pool")
+    __slots__ = ("connection", "judged", "pid", "pool", "socket")
 
     def __init__(self, pool: Any, connection: Any):
         self.pool = pool
         self.connection = connection
         self.pid = os.getpid()
+        self.judged: set[Any] = set()
+        """First keys of the scripts that answered on this connection (see `FastLane.transact`)."""
+        self.socket: Any = None
+        """The socket those scripts answered on: redis-py reconnects a closed connection at its
+        next command (after ``pool.disconnect()``, say), and a new socket has judged nothing."""
+
+    def judged_now(self) -> set[Any]:
+        """`judged`, emptied first if the connection's socket is not the one it was kept for."""
+        socket = getattr(self.connection, "_sock", None)
+        if socket is not self.socket:
+            self.judged = set()
+            self.socket = socket
+        return self.judged
 
     def drop(self) -> None:
         connection, self.connection = self.connection, None
@@ -150,6 +222,7 @@ class FastLane:
         self.client = client
         self.cluster = isinstance(client, RedisCluster)
         self._local = threading.local()
+        self._transactions = Transactions()
 
     @staticmethod
     def supports(client: Any) -> bool:
@@ -200,12 +273,15 @@ class FastLane:
             packed = pack(connection.encoder, b"EVALSHA", script.sha, len(keys), *keys, *args)
             try:
                 connection.send_packed_command([packed], check_health=False)
-                return connection.read_response()
+                reply = connection.read_response()
             except NoScriptError:
                 connection.send_command("SCRIPT", "LOAD", script.script)
                 connection.read_response()
                 connection.send_packed_command([packed], check_health=False)
-                return connection.read_response()
+                reply = connection.read_response()
+            if key is not None:
+                held.judged_now().add(key)
+            return reply
         except FALLBACK_ERRORS:
             held.drop()
             return script(keys=keys, args=args)
@@ -214,6 +290,32 @@ class FastLane:
         except BaseException:
             held.drop()  # interrupted mid-reply: the connection is out of step
             raise
+
+    def transact(self, key: Any, commands: tuple[tuple[Any, ...], ...]) -> list[Any] | None:
+        """Run ``commands`` (their keys in ``key``'s slot) as one transaction in one round trip:
+        ``EXEC``'s replies; or None when they could not run so (no connection within the lanes'
+        share, a connection problem: the connection is dropped), or did not run whole (an error
+        reply, a redirect), or no script with ``key`` first has answered on this thread's
+        connection yet (nothing is sent then). After None the commands may have run: the caller
+        goes the script way. A timeout drops the connection and is raised."""
+        try:
+            held = self._held(self._pool(key))
+        except FALLBACK_ERRORS:
+            return None
+        if held is None or key not in held.judged_now():
+            return None
+        connection = held.connection
+        try:
+            packed = self._transactions.packed(connection.encoder, commands)
+            connection.send_packed_command([packed], check_health=False)
+            replies = replies_or_errors(len(commands) + 2, connection.read_response)
+        except FALLBACK_ERRORS:
+            held.drop()
+            return None
+        except BaseException:
+            held.drop()  # interrupted mid-reply: the connection is out of step
+            raise
+        return executed(replies)
 
 
 class AsyncLane:
@@ -238,6 +340,12 @@ class AsyncLane:
         self._kept: dict[Any, list[Any]] = {}
         """Connections kept per event loop."""
         self._pid = os.getpid()
+        self._transactions = Transactions()
+        self._judged: weakref.WeakKeyDictionary[Any, tuple[Any, set[Any]]] = (
+            weakref.WeakKeyDictionary()
+        )
+        """First keys of the scripts that answered on each connection while the lane held it
+        (forgotten when it goes back to the pool: see `FastLane.transact`)."""
 
     @staticmethod
     def supports(client: Any) -> bool:
@@ -254,6 +362,7 @@ class AsyncLane:
         of kept connections."""
         if self._pid != os.getpid():  # a forked child: the kept connections are its parent's
             self._kept = {}
+            self._judged = weakref.WeakKeyDictionary()
             self._pid = os.getpid()
         loop = asyncio.get_running_loop()
         kept = self._kept.get(loop)
@@ -270,6 +379,7 @@ class AsyncLane:
         for loop in [loop for loop in list(self._kept) if loop.is_closed()]:
             for connection in self._kept.pop(loop, []):
                 SHARES.give_back(self.pool)
+                self._judged.pop(connection, None)
                 with contextlib.suppress(Exception):  # its transport died with its loop
                     await connection.disconnect(nowait=True)
                 with contextlib.suppress(Exception):
@@ -280,10 +390,12 @@ class AsyncLane:
         if SHARES.take(self.pool):
             kept.append(connection)
         else:
+            self._judged.pop(connection, None)
             await self.pool.release(connection)
 
     async def _drop(self, connection: Any) -> None:
         """Close a connection that is out of step and hand it back to the pool."""
+        self._judged.pop(connection, None)
         try:
             await connection.disconnect()
         finally:
@@ -314,5 +426,44 @@ class AsyncLane:
         except BaseException:
             await asyncio.shield(self._drop(connection))  # cut off mid-reply: out of step
             raise
+        if keys:
+            self._judged_now(connection).add(keys[0])
         await self._keep(connection, kept)
         return reply
+
+    def _judged_now(self, connection: Any) -> set[Any]:
+        """First keys of the scripts that answered on ``connection``'s current socket (its
+        stream writer: redis-py reconnects a closed connection at its next command)."""
+        writer = getattr(connection, "_writer", None)
+        found = self._judged.get(connection)
+        if found is None or found[0] is not writer:
+            found = self._judged[connection] = (writer, set())
+        return found[1]
+
+    async def transact(self, key: Any, commands: tuple[tuple[Any, ...], ...]) -> list[Any] | None:
+        """`FastLane.transact` on the asyncio client (no cluster here: ``key`` only names the
+        script that must have answered on the connection first)."""
+        try:
+            connection, kept = await self._connection()
+        except FALLBACK_ERRORS:
+            return None
+        if key not in self._judged_now(connection):
+            await self._keep(connection, kept)
+            return None
+        try:
+            packed = self._transactions.packed(connection.encoder, commands)
+            await connection.send_packed_command([packed], check_health=False)
+            replies: list[Any] = []
+            for _ in range(len(commands) + 2):
+                try:
+                    replies.append(await connection.read_response())
+                except redis.ResponseError as error:
+                    replies.append(error)
+        except FALLBACK_ERRORS:
+            await self._drop(connection)
+            return None
+        except BaseException:
+            await asyncio.shield(self._drop(connection))  # cut off mid-reply: out of step
+            raise
+        await self._keep(connection, kept)
+        return executed(replies)

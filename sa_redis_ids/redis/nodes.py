@@ -61,7 +61,12 @@ from sa_redis_ids.redis.connect import (
     refuse_foreign_client,
     socket_timeout_of,
 )
-from sa_redis_ids.redis.eviction import eviction_risk, eviction_risk_async, logger
+from sa_redis_ids.redis.eviction import (
+    eviction_policies,
+    eviction_policies_async,
+    logger,
+    risk_of,
+)
 from sa_redis_ids.redis.fastlane import AsyncLane, FastLane
 from sa_redis_ids.redis.plans import Plan, now, run_plan
 from sa_redis_ids.redis.replication import (
@@ -260,6 +265,9 @@ class Node:
         self._scripts: dict[str, Script] = {}
         self._lock = threading.Lock()
         self._checked = False
+        self._may_evict = True
+        """Whether the eviction check found (or could not rule out) a policy that can evict the
+        library's keys; until the check, assumed."""
         self._refusal: str | None = None
         self._first_use_locks: weakref.WeakKeyDictionary[Any, asyncio.Lock] = (
             weakref.WeakKeyDictionary()
@@ -354,6 +362,54 @@ class Node:
         if watch is not None and acknowledged < self.replicas and watch.successor_due():
             watch.judge()  # a master without a replica to wait for? (this reply is dropped)
         return self._acknowledged(reply, acknowledged, keys)
+
+    @property
+    def transactions(self) -> bool:
+        """Whether `transact` can run here: a fast lane (a real server, without ``replicas``)
+        and an eviction policy that cannot evict the library's keys (a transaction could
+        recreate an evicted key before a script judges it)."""
+        lane = self._async_lane if self.asynchronous else self._lane
+        return lane is not None and not self._may_evict
+
+    def transact(self, key: Any, commands: tuple[tuple[Any, ...], ...]) -> list[Any] | None:
+        """Run ``commands`` (keys of ``key``'s namespace) between ``MULTI`` and ``EXEC`` in one
+        round trip on the fast lane: ``EXEC``'s replies, or None when they did not run so, or
+        not whole (no lane, no script with ``key`` first answered on the connection yet, a
+        connection problem, an error reply; see `FastLane.transact`): the caller then calls its
+        script, which reports any error."""
+        lane = self._lane
+        if lane is None or self._may_evict:
+            return None
+        if not self._checked:
+            self.first_use(_hash_tag(key))
+        watch = self._watch
+        if watch is None:
+            return lane.transact(key, commands)
+        try:
+            return lane.transact(key, commands)
+        except BaseException as exc:
+            if master_may_have_moved(exc):
+                watch.recheck()
+            raise
+
+    async def transact_async(
+        self, key: Any, commands: tuple[tuple[Any, ...], ...]
+    ) -> list[Any] | None:
+        """`transact` on a ``redis.asyncio`` client."""
+        lane = self._async_lane
+        if lane is None or self._may_evict:
+            return None
+        if not self._checked:
+            await self.first_use_async(_hash_tag(key))
+        watch = self._watch
+        if watch is None:
+            return await lane.transact(key, commands)
+        try:
+            return await lane.transact(key, commands)
+        except BaseException as exc:
+            if master_may_have_moved(exc):
+                await watch.recheck_async()
+            raise
 
     async def run_async(self, name: str, keys: Sequence[Any], args: Sequence[Any]) -> Any:
         """`run` on a ``redis.asyncio`` client."""
@@ -459,7 +515,7 @@ class Node:
         """
         with self._lock:
             if not self._checked and self._refusal is None:
-                self._judge(eviction_risk(self.client, self.name))
+                self._judge(eviction_policies(self.client, self.name))
         if self._refusal is not None:
             raise ConfigError(self._refusal, namespace=namespace, node=self.name)
 
@@ -471,12 +527,16 @@ class Node:
                 initialize = getattr(self.client, "initialize", None)
                 if initialize is not None:
                     await initialize()
-                self._judge(await eviction_risk_async(self.client, self.name))
+                self._judge(await eviction_policies_async(self.client, self.name))
         if self._refusal is not None:
             raise ConfigError(self._refusal, namespace=namespace, node=self.name)
 
-    def _judge(self, risk: str | None) -> None:
-        """Record the eviction check's verdict: refuse (``strict``), warn, or pass."""
+    def _judge(self, policies: dict[str, str]) -> None:
+        """Record the eviction check's verdict on the masters' eviction ``policies``: refuse
+        (``strict``), warn, or pass. Transactions (`transact`) need every policy known to be
+        safe: a policy not known (``CONFIG GET`` refused) counts as one that may evict."""
+        risk = risk_of(policies)
+        self._may_evict = risk is not None or not policies
         if risk is not None and self.strict:
             self._refusal = risk
             return

@@ -1,10 +1,10 @@
 """Sans-IO plans: generator logic written once, run by a sync or an asyncio driver.
 
-A *plan* is a Python generator that yields *effects* (run a script on a node, send one command,
-call a floor, sleep) and receives each effect's result, or has the effect's exception thrown into
-it at the ``yield``. It returns its answer. Every strategy, the node failover and the lock are
-written as plans, so their logic exists once; `run_plan` runs a plan on sync redis-py
-clients and `run_plan_async` awaits it on ``redis.asyncio`` clients:
+A *plan* is a Python generator that yields *effects* (run a script or a transaction on a node,
+send one command, call a floor, sleep) and receives each effect's result, or has the effect's
+exception thrown into it at the ``yield``. It returns its answer. Every strategy, the node
+failover and the lock are written as plans, so their logic exists once; `run_plan` runs a plan
+on sync redis-py clients and `run_plan_async` awaits it on ``redis.asyncio`` clients:
 
 ```python
 def take(node):                                   # a plan
@@ -51,6 +51,12 @@ class Node(Protocol):
 
     async def run_async(self, name: str, keys: Sequence[Any], args: Sequence[Any]) -> Any: ...
 
+    def transact(self, key: Any, commands: tuple[tuple[Any, ...], ...]) -> list[Any] | None: ...
+
+    async def transact_async(
+        self, key: Any, commands: tuple[tuple[Any, ...], ...]
+    ) -> list[Any] | None: ...
+
 
 class Effect:
     """One piece of I/O a plan asks its driver for."""
@@ -86,6 +92,25 @@ class Run(Effect):
 
     async def run_async(self) -> Any:
         return await self.node.run_async(self.name, self.keys, self.args)
+
+
+class Transact(Effect):
+    """Run ``commands`` on ``node`` as one ``MULTI``/``EXEC`` transaction (see
+    ``Node.transact``; ``key``: the first key of the script that judges the same state): ``EXEC``'s
+    replies, or None when they did not run so."""
+
+    __slots__ = ("commands", "key", "node")
+
+    def __init__(self, node: Node, key: Any, commands: tuple[tuple[Any, ...], ...]):
+        self.node = node
+        self.key = key
+        self.commands = commands
+
+    def run(self) -> list[Any] | None:
+        return self.node.transact(self.key, self.commands)
+
+    async def run_async(self) -> list[Any] | None:
+        return await self.node.transact_async(self.key, self.commands)
 
 
 class Command(Effect):
