@@ -143,7 +143,10 @@ class Settings:
     """IDs per thread contender, drawn in ``async_rounds`` rounds alternating with the others."""
     server_calls: int = 2000
     """Single calls per contender and round of the server-cost table."""
-    server_rounds: int = 3
+    server_rounds: int = 10
+    """Alternating rounds of the server-cost table, the lowest of each contender kept: ``INFO cpu``
+    per call moves by half between minutes of a shared machine, and the lowest of ten rounds
+    moves by a few per cent."""
     orm_rows: int | None = None
     peer_script: Path | None = None
     """hengyunabc's ``redis-script-node1.lua`` for its peer row (None: the row says how to add it):

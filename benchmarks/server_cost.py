@@ -1,9 +1,10 @@
 """What one ``next_id()`` costs the Redis server, per strategy, against an ``INCR``.
 
 ``python -m benchmarks.server_cost [--calls N] [--batches B] [--quick]`` starts its own
-``redis-server`` (a free loopback port, stopped by process id at the end) and, for each strategy
-and for a redis-py ``INCR`` (sent as ``INCRBY``), ``B`` times resets the server's statistics
-(``CONFIG RESETSTAT``, on this private server only), makes ``N`` calls and reads:
+``redis-server`` (a free loopback port, stopped by process id at the end) and runs ``B`` rounds in
+which each strategy's ``next_id()`` and a redis-py ``INCR`` (sent as ``INCRBY``) in turn make ``N``
+calls (alternating, so that a slower minute of a shared machine falls on all of them), reading
+before and after each run (`benchmarks.server_info`):
 
 * ``INFO commandstats``: the time per call of ``evalsha`` (the script's time inside Redis, every
   command it runs included), of ``MULTI`` and ``EXEC`` for a sequence (its transaction) or of
@@ -11,9 +12,9 @@ and for a redis-py ``INCR`` (sent as ``INCRBY``), ``B`` times resets the server'
 * ``INFO cpu``: the server's CPU time (user + system) per call, reading and writing the socket
   included.
 
-It prints the lowest of the ``B`` batches for both (on a shared machine a batch's average includes
-the times the server waited for a core; the lowest is closest to what a call costs), with the
-ratio to ``INCR``. Timings are never asserted anywhere.
+It prints the lowest of the ``B`` runs of each for both (on a shared machine a run's average
+includes the times the server waited for a core; the lowest is closest to what a call costs), with
+the ratio to ``INCR``. Timings are never asserted anywhere.
 
 ``--callgrind`` counts instead the instructions the server executes per call, under valgrind (see
 `benchmarks.callgrind`): a figure the machine's load does not move, for comparing scripts.
@@ -29,28 +30,9 @@ import redis
 from benchmarks.callgrind import CallgrindServer
 from benchmarks.callgrind import available as callgrind_available
 from benchmarks.report import table
-from benchmarks.server_info import command_of, command_stats, cpu_seconds
+from benchmarks.server_info import command_of, measure_server
 from sa_redis_ids import RedisIds
 from tests.support.servers import RedisServer
-
-
-def measure(
-    client: redis.Redis, command: str, call: Callable[[], object], calls: int, batches: int
-) -> tuple[float, float]:
-    """``(commandstats µs per call of command, server CPU µs per call)``: the lowest of
-    ``batches`` batches of ``calls`` calls each."""
-    for _ in range(min(100, calls)):  # warm up: connection, script load, first-use reads
-        call()
-    script, cpu = float("inf"), float("inf")
-    for _ in range(batches):
-        client.config_resetstat()
-        before = cpu_seconds(client)
-        for _ in range(calls):
-            call()
-        cpu = min(cpu, (cpu_seconds(client) - before) / calls * 1e6)
-        executed, usec = command_stats(client.info("commandstats"), command)
-        script = min(script, usec / max(1, executed))
-    return script, cpu
 
 
 def _generators(ids: RedisIds) -> dict[str, Callable[[], object]]:
@@ -70,14 +52,19 @@ def run(calls: int, batches: int) -> list[list[object]]:
     try:
         client = server.client()
         ids = RedisIds.from_url(server.url, prefix="bench_server_cost")
-        generators = _generators(ids)
-        incr = measure(
-            client, "incrby", lambda: client.incr("bench_server_cost:incr"), calls, batches
-        )
-        rows: list[list[object]] = [["redis-py INCR", incr[0], 1.0, incr[1], 1.0]]
-        for name, call in generators.items():
-            script, cpu = measure(client, command_of(name), call, calls, batches)
-            rows.append([f"{name} next_id()", script, script / incr[0], cpu, cpu / incr[1]])
+        contenders: dict[str, tuple[Callable[[], object], str]] = {
+            "redis-py INCR": (lambda: client.incr("bench_server_cost:incr"), "incrby"),
+        }
+        for name, call in _generators(ids).items():
+            for _ in range(min(100, calls)):  # warm up: connection, script load, first-use reads
+                call()
+            contenders[f"{name} next_id()"] = (call, command_of(name))
+        costs = measure_server(client, contenders, calls=calls, rounds=batches)
+        incr_usec, incr_cpu = costs[0][3], costs[0][4]
+        rows: list[list[object]] = [
+            [name, usec, usec / incr_usec, cpu, cpu / incr_cpu]
+            for name, _command, _calls, usec, cpu in costs
+        ]
     finally:
         server.stop()
     return rows
