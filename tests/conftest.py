@@ -178,6 +178,17 @@ def ids(backend: Backend) -> RedisIds:
 
 
 @pytest.fixture
+def server() -> Iterator[RedisServer]:
+    """A ``redis-server`` of this test alone on a free loopback port (its statistics, its
+    restarts), stopped by its process id afterwards."""
+    own = RedisServer().start()
+    try:
+        yield own
+    finally:
+        own.stop()
+
+
+@pytest.fixture
 def redis_servers() -> Iterator[Callable[[int], list[RedisServer]]]:
     """Factory: start N fresh independent ``redis-server`` processes; all are stopped afterwards."""
     started: list[RedisServer] = []

@@ -9,7 +9,6 @@ import asyncio
 import os
 import threading
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -22,16 +21,6 @@ from sa_redis_ids.asyncio import AsyncRedisIds
 from sa_redis_ids.redis.fastlane import AsyncLane, FastLane, pack
 from tests.support.servers import RedisServer
 from tests.support.topologies import ReplicatedCluster
-
-
-@pytest.fixture
-def server() -> Iterator[RedisServer]:
-    """A redis-server of this test alone (stopped by its process id afterwards)."""
-    own = RedisServer().start()
-    try:
-        yield own
-    finally:
-        own.stop()
 
 
 def _lane(ids: RedisIds) -> FastLane:

@@ -13,7 +13,7 @@ import signal
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -183,13 +183,6 @@ class HeldFloor:
 
     def wait_entered(self) -> None:
         assert self.entered.acquire(timeout=30), "no floor read started"
-
-
-@pytest.fixture
-def server() -> Iterator[RedisServer]:
-    started = RedisServer().start()
-    yield started
-    started.stop()
 
 
 def _start(

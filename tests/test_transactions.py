@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -67,16 +66,6 @@ class Calls:
 
 def watched(ids: RedisIds | AsyncRedisIds) -> Calls:
     return Calls(ids.nodes.nodes[0])
-
-
-@pytest.fixture
-def server() -> Iterator[RedisServer]:
-    """A redis-server of this test alone (its command statistics are this test's)."""
-    own = RedisServer().start()
-    try:
-        yield own
-    finally:
-        own.stop()
 
 
 def test_a_sound_call_is_one_transaction_on_a_real_server_and_a_script_elsewhere(
