@@ -175,3 +175,37 @@ def test_one_scrape_shows_every_series_added_up_over_four_workers_and_an_exited_
     os.kill(victim, signal.SIGTERM)  # a worker of the gunicorn this test started
     left = f"sa_redis_ids_buffered_ids{{{ORDERS}}} {float(sum(held.values()) - held[victim])}"
     _wait_for(lambda: left in gunicorn.scrape(), "the exited worker's buffered values to go")
+
+
+SCRAPE_WITH_A_FILE_BEING_CREATED = """
+import os, sys
+from pathlib import Path
+directory = Path(sys.argv[1])
+os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(directory)
+from prometheus_client import CollectorRegistry, Counter, generate_latest, multiprocess
+import app
+Counter("orders_taken", "orders").inc(3)  # this process's file, written and sized
+(directory / "counter_999999.db").touch()  # another worker's, created and not yet sized
+try:
+    generate_latest(multiprocess.MultiProcessCollector(CollectorRegistry()))
+except Exception as exc:
+    print("plain collector fails:", type(exc).__name__)
+print(app.scrape().decode())
+"""
+
+
+def test_a_scrape_while_a_worker_creates_its_file_still_answers(tmp_path: Path) -> None:
+    directory = tmp_path / "metrics"
+    directory.mkdir()
+    env = {**os.environ, "SA_REDIS_IDS_URLS": REDIS_URL}
+    done = subprocess.run(
+        [sys.executable, "-c", SCRAPE_WITH_A_FILE_BEING_CREATED, str(directory)],
+        cwd=EXAMPLE,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "plain collector fails: error" in done.stdout, "the race the recipe guards against"
+    assert "orders_taken_total 3.0" in done.stdout

@@ -13,6 +13,7 @@ scrape endpoint.
 
 from __future__ import annotations
 
+import glob
 import json
 import os
 from collections.abc import Callable, Iterable
@@ -43,10 +44,29 @@ members = ids.short_id("members", pool_size=100_000, offset=100_000)
 StartResponse = Callable[[str, list[tuple[str, str]]], Any]
 
 
+class WorkerFiles:
+    """prometheus_client's ``MultiProcessCollector``, leaving out files still 0 bytes long: a
+    worker creates a metric's file and sizes it a moment later, and a scrape reading it in
+    between would fail whole (prometheus/client_python issue 1199)."""
+
+    def __init__(self, directory: str):
+        self.directory = directory
+
+    def collect(self) -> Iterable[Any]:
+        files = []
+        for path in glob.glob(os.path.join(self.directory, "*.db")):
+            try:
+                if os.path.getsize(path) > 0:
+                    files.append(path)
+            except FileNotFoundError:  # a dead worker's live gauges, just removed
+                pass
+        return multiprocess.MultiProcessCollector.merge(files, accumulate=True)
+
+
 def scrape() -> bytes:
     """Every worker's series, added up: a fresh registry reading all their files."""
     registry = CollectorRegistry()
-    multiprocess.MultiProcessCollector(registry)
+    registry.register(WorkerFiles(os.environ["PROMETHEUS_MULTIPROC_DIR"]))
     return generate_latest(registry)
 
 
