@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
+import time
 from typing import Any
 
 import pytest
@@ -23,6 +25,7 @@ from sa_redis_ids.redis.fastlane import FastLane
 from sa_redis_ids.redis.nodes import Node
 from tests.conftest import Backend
 from tests.support.servers import RedisServer
+from tests.support.uniqueness import draw_in_processes, duplicates
 
 
 class Calls:
@@ -402,3 +405,26 @@ def test_a_connection_reopened_under_the_lane_starts_with_a_script(server: Redis
     calls.reset()
     assert users.next_id() == 5
     assert calls.transactions and calls.transactions[0] is not None and not calls.scripts
+
+
+def test_processes_drawing_while_the_marker_keeps_vanishing_issue_each_value_once_and_densely(
+    real_backend: Backend,
+) -> None:
+    spec = real_backend.spec("sequence", "users")
+    marker = real_backend.ids().sequence("users").identity_key
+    drawn: list[Any] = []
+    drawing = threading.Thread(
+        target=lambda: drawn.extend(
+            draw_in_processes(spec, processes=4, threads=4, per_thread=2000)
+        )
+    )
+    drawing.start()
+    deletions = 0
+    while drawing.is_alive():  # each deletion sends every next transaction to the script
+        deletions += real_backend.client.delete(marker)
+        time.sleep(0.02)
+    drawing.join()
+    assert deletions > 0, "the markers the draws wrote were deleted under them"
+    assert len(drawn) == 4 * 4 * 2000
+    assert duplicates(drawn) == {}
+    assert sorted(drawn) == list(range(1, len(drawn) + 1)), "the scripts kept every value"
