@@ -18,6 +18,7 @@ from redis.cluster import RedisCluster
 
 from sa_redis_ids import RedisIds, SaRedisIdsError
 from sa_redis_ids.asyncio import AsyncRedisIds
+from sa_redis_ids.redis import fastlane
 from sa_redis_ids.redis.fastlane import AsyncLane, FastLane, pack
 from tests.support.servers import RedisServer
 from tests.support.topologies import ReplicatedCluster
@@ -29,12 +30,23 @@ def _lane(ids: RedisIds) -> FastLane:
     return lane
 
 
-def test_pack_matches_what_redis_py_sends() -> None:
-    client = redis.Redis()
+@pytest.mark.parametrize("encoding", ["utf-8", "latin-1"])
+def test_pack_matches_what_redis_py_sends(encoding: str) -> None:
+    client = redis.Redis(encoding=encoding)
     encoder = client.connection_pool.get_encoder()
-    parts = [b"EVALSHA", "abc", 2, b"k1", "k{2}", -5, 1.5, "é"]
-    expected = b"".join(client.connection_pool.connection_class().pack_command(*parts))
-    assert pack(encoder, *parts) == expected
+    parts = [b"EVALSHA", "abc", 2, b"k1", "k{2}", -5, 1.5, "é", 1, "1"]
+    expected = b"".join(
+        client.connection_pool.connection_class(encoding=encoding).pack_command(*parts)
+    )
+    for _ in range(3):  # packed afresh, then from the text already packed
+        assert pack(encoder, *parts) == expected
+
+
+def test_packed_text_is_forgotten_in_bulk_past_its_bound() -> None:
+    encoder = redis.Redis().connection_pool.get_encoder()
+    for guard in range(fastlane._BULK_MOST + 10):
+        assert pack(encoder, str(guard)) == b"*1\r\n$%d\r\n%d\r\n" % (len(str(guard)), guard)
+    assert len(fastlane._BULK) <= fastlane._BULK_MOST
 
 
 def test_each_thread_holds_its_own_connection_and_values_never_repeat(

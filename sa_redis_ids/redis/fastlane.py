@@ -50,19 +50,36 @@ FALLBACK_ERRORS: tuple[type[BaseException], ...] = (
 )
 
 
+_BULK: dict[str, bytes] = {}
+"""Text parts already packed as bulk strings in UTF-8 (keys, claims, labels recur on every call);
+emptied when it reaches `_BULK_MOST` entries (changing parts such as guards pass through too)."""
+_BULK_MOST = 4096
+
+
 def pack(encoder: Any, *parts: Any) -> bytes:
     """One command in the Redis protocol, as redis-py would send it for these argument types
     (``bytes``, ``str`` in the client's encoding, ``int``; anything else through redis-py's own
-    encoder), without redis-py's general-purpose packing."""
+    encoder), without redis-py's general-purpose packing. Text parts are packed once (`_BULK`)
+    where the client encodes text as UTF-8, as redis-py does by default."""
     encoding, errors = encoder.encoding, encoder.encoding_errors
+    cache = _BULK if encoding in ("utf-8", "utf8") and errors == "strict" else None
     out = [b"*%d\r\n" % len(parts)]
     append = out.append
     for part in parts:
         kind = type(part)
+        if kind is str:
+            found = None if cache is None else cache.get(part)
+            if found is None:
+                data = part.encode(encoding, errors)
+                found = b"$%d\r\n%s\r\n" % (len(data), data)
+                if cache is not None:
+                    if len(cache) >= _BULK_MOST:
+                        cache.clear()
+                    cache[part] = found
+            append(found)
+            continue
         if kind is bytes:
             data = part
-        elif kind is str:
-            data = part.encode(encoding, errors)
         elif kind is int:
             data = b"%d" % part
         else:
