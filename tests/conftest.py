@@ -81,6 +81,12 @@ class Backend:
     def keys(self) -> list[str]:
         return sorted(k.decode() for k in self.client.scan_iter(match=f"{self.prefix}:*"))
 
+    def forget(self) -> None:
+        """Delete every key of the test's prefix: what a restart without persistence or
+        ``FLUSHALL`` does to them."""
+        for key in self.keys():
+            self.client.delete(key)
+
 
 def _unique_prefix() -> str:
     return f"t{uuid.uuid4().hex[:12]}"
@@ -154,8 +160,7 @@ def _backend(request: pytest.FixtureRequest, name: str) -> Iterator[Backend]:
         cluster = request.getfixturevalue("redis_cluster")
         found = Backend("cluster", client, prefix, {"cluster": cluster.url})
     yield found
-    for key in found.keys():  # noqa: SIM118 - Backend.keys() scans Redis
-        client.delete(key)
+    found.forget()
 
 
 @pytest.fixture(params=BACKENDS)

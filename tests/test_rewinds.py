@@ -29,12 +29,6 @@ DAY = date(2031, 2, 3)
 NOON = time(12)
 
 
-def forget(backend: Backend) -> None:
-    """Delete every key of the test's prefix: what a restart without persistence does to them."""
-    for key in backend.keys():  # noqa: SIM118 - Backend.keys() scans Redis
-        backend.client.delete(key)
-
-
 class Floor:
     """A floor answering a fixed value and counting its calls."""
 
@@ -55,7 +49,7 @@ def test_a_sequence_counter_lost_resumes_above_what_this_process_issued(
 ) -> None:
     users = backend.ids().sequence("users", headroom=100)
     before = [users.next_id() for _ in range(20)] + users.next_ids(30)
-    forget(backend)
+    backend.forget()
     with caplog.at_level(logging.WARNING, logger="sa_redis_ids"):
         after = users.next_ids(5)
     drift = after[0] - 151  # the pace times the mark's age, if the machine stalled (see highwater)
@@ -92,10 +86,10 @@ def test_a_heal_from_an_aged_mark_clears_what_others_drew_after_an_earlier_heal(
     idle.next_id()  # the pace: 5,000 values in this interval
     interval = time_module.monotonic() - started
     busy.next_ids(500)  # the idle process's mark is 500 behind the busy one's
-    forget(backend)
+    backend.forget()
     drawn = busy.next_ids(2000)  # healed above the busy mark, then 2,000 more
     assert busy.rewinds == 1
-    forget(backend)
+    backend.forget()
     time_module.sleep(interval)  # the idle mark is at least as old as the pace interval
     after = idle.next_ids(1000)
     assert idle.rewinds == 1
@@ -106,7 +100,7 @@ def test_a_buffered_sequence_heals_above_its_blocks(backend: Backend) -> None:
     users = backend.ids().sequence("users", block=100)
     assert users.headroom == 2 * 32 * users.buffer.options.max_block  # type: ignore[union-attr]
     drawn = [users.next_id() for _ in range(250)]
-    forget(backend)
+    backend.forget()
     drawn += [users.next_id() for _ in range(5000)]  # past what the buffers held
     assert duplicates(drawn) == {}
     assert users.rewinds == 1
@@ -119,7 +113,7 @@ def test_a_sequence_floor_is_read_once_at_first_use_and_on_a_loss(backend: Backe
     assert users.next_id() == 504
     assert floor.calls == 1
     assert users.rewinds == 1, "a missing counter below the table's values is healed"
-    forget(backend)
+    backend.forget()
     floor.value = 504  # the table now holds 504
     assert users.next_id() == 505
     assert floor.calls == 2
@@ -168,7 +162,7 @@ def test_a_day_counter_lost_resumes_above_what_this_process_issued(
     generator: Any = getattr(backend.ids(), factory)("orders", headroom=7)
     shift_to_local(generator, DAY, NOON)
     before = [generator.next_id() for _ in range(5)] + generator.next_ids(5)
-    forget(backend)
+    backend.forget()
     after = generator.next_ids(3)
     drift = generator.parse(after[0]).counter - 18  # see the sequence's test above
     assert 0 <= drift <= generator.drift_most
@@ -203,7 +197,7 @@ def test_a_buffered_date_prefixed_generator_heals_above_its_blocks(backend: Back
     invoices = backend.ids().date_prefixed("invoices", block=50)
     shift_to_local(invoices, DAY, NOON)
     drawn = [invoices.next_id() for _ in range(120)]
-    forget(backend)
+    backend.forget()
     drawn += [invoices.next_id() for _ in range(3000)]  # past what the buffers held
     assert duplicates(drawn) == {}
     assert invoices.rewinds == 1
@@ -217,7 +211,7 @@ def test_a_snowflake_state_lost_after_borrowing_ahead_repeats_nothing(backend: B
     before = []
     for _ in range(5):  # 5 × 20,000 IDs borrow about 100 ms ahead of the clock
         before += orders.next_ids(20_000)
-    forget(backend)
+    backend.forget()
     after = orders.next_ids(20_000)
     assert min(after) > max(before)
     assert orders.rewinds == 1
@@ -258,7 +252,7 @@ def test_a_short_id_bitmap_lost_gives_out_none_of_this_processes_values(
 ) -> None:
     pool = backend.ids().short_id("codes", pool_size=400, offset=1000)
     before = pool.next_ids(150) + [pool.next_id() for _ in range(50)]
-    forget(backend)
+    backend.forget()
     after = pool.next_ids(200)
     assert not set(before) & set(after)
     assert pool.rewinds == 1
@@ -271,7 +265,7 @@ def test_a_short_id_bitmap_lost_after_batches_of_runs_gives_out_none_of_them(
 ) -> None:
     pool = backend.ids().short_id("codes", pool_size=3000, offset=1000)
     before = pool.next_ids(1000) + pool.next_ids(700)  # batches that take runs of positions
-    forget(backend)
+    backend.forget()
     after = pool.next_ids(1300)
     assert not set(before) & set(after)
     assert sorted(before + after) == list(range(1000, 4000))
@@ -283,7 +277,7 @@ def test_a_released_short_id_is_not_marked_again_after_a_loss(backend: Backend) 
     pool = backend.ids().short_id("codes", pool_size=50, offset=0)
     taken = pool.next_ids(50)
     assert pool.release(taken[0])
-    forget(backend)
+    backend.forget()
     assert pool.next_ids(1) == [taken[0]]
 
 
@@ -295,7 +289,7 @@ def test_a_short_id_floor_marks_the_tables_values_taken_once(backend: Backend) -
     assert set(issued) == set(range(2300, 2400))
     assert floor.calls == 1
     assert pool.rewinds == 1, "the table's values were missing from the bitmap"
-    forget(backend)
+    backend.forget()
     floor.value = used + issued
     with pytest.raises(SequenceExhausted):
         pool.next_id()
@@ -340,7 +334,7 @@ def test_a_short_id_heal_with_a_floor_keeps_this_processes_uncommitted_values(
     pool = backend.ids().short_id("codes", pool_size=300, offset=0, floor=Floor(committed))
     mine = pool.next_ids(60)  # odd values below 200 or any value from 200: not in the table
     assert not set(mine) & set(committed)
-    forget(backend)
+    backend.forget()
     after = pool.next_ids(300 - 100 - 60)  # all that is left
     assert not set(after) & (set(committed) | set(mine))
 

@@ -257,8 +257,7 @@ def test_a_flushed_namespace_is_healed_though_another_transaction_recreated_its_
     busy = busy_ids.sequence("users")
     assert early.next_id() == 1
     drawn = busy.next_ids(100) + [busy.next_id() for _ in range(3)]
-    for key in real_backend.keys():  # noqa: SIM118 - FLUSHALL, for this test's keys only
-        real_backend.client.delete(key)
+    real_backend.forget()  # FLUSHALL, for this test's keys only
     # The busy process's transaction lands first and recreates the counter at 5; before its
     # script heals it, the early process calls.
     node = busy_ids.nodes.nodes[0]
@@ -305,19 +304,13 @@ def test_after_a_restart_each_namespace_starts_with_its_script(server: RedisServ
     assert calls.transactions and calls.transactions[0] is not None and not calls.scripts
 
 
-def _forget(backend: Backend) -> None:
-    """Delete the test's keys: a flush, for this test's keys only."""
-    for key in backend.keys():  # noqa: SIM118 - Backend.keys() scans Redis
-        backend.client.delete(key)
-
-
 def test_a_first_script_after_a_flush_heals_a_counter_a_transaction_recreated(
     real_backend: Backend,
 ) -> None:
     busy_ids = real_backend.ids()
     busy = busy_ids.sequence("users", headroom=1000)
     drawn = busy.next_ids(1000) + busy.next_ids(1000) + busy.next_ids(1000)
-    _forget(real_backend)
+    real_backend.forget()
     # The busy process's transaction recreates the counter at 2500; before its script heals,
     # a new process (a floor of 2000, its first call: a script) calls.
     assert busy_ids.nodes.nodes[0].transact(busy.counter_key, busy._transaction(2500)) == [
@@ -343,7 +336,7 @@ def test_a_flush_between_a_transaction_and_its_script_leaves_no_unhealed_counter
 
     def flushed_after(key: Any, commands: Any) -> Any:
         done = transact_a(key, commands)
-        _forget(real_backend)  # lands between A's transaction and A's script
+        real_backend.forget()  # lands between A's transaction and A's script
         return done
 
     def c_draws_meanwhile(key: Any, commands: Any) -> Any:

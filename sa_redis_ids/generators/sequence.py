@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from sa_redis_ids.bounds import BIGINT_MAX, limit_for
 from sa_redis_ids.buffering import (
@@ -26,7 +26,7 @@ from sa_redis_ids.buffering import (
 from sa_redis_ids.errors import ScriptError
 from sa_redis_ids.generators.base import check_int_option
 from sa_redis_ids.generators.highwater import heal_args
-from sa_redis_ids.redis.plans import Plan, Run, Transact, planned, run_plan
+from sa_redis_ids.redis.plans import Commands, Plan, Run, Transact, planned, run_plan
 from sa_redis_ids.redis.scripts import NeedsFloor, check_reply, reply_text
 from sa_redis_ids.validation import check_bool, check_value_int
 
@@ -76,7 +76,7 @@ class SequenceGenerator(BufferedGenerator[int]):
         self.js_safe = js_safe
         self._limit = limit
         self.counter_key = self.keys.key(self.strategy)
-        self._per_node: dict[int, tuple[str, int, str, list[str], tuple[tuple[Any, ...], ...]]] = {}
+        self._per_node: dict[int, tuple[str, int, str, list[str], Commands]] = {}
         self._use_buffer(
             block, self._take_block, capacity=limit - self.start + 1, default_max=RANGE_MAX_BLOCK
         )
@@ -110,7 +110,7 @@ class SequenceGenerator(BufferedGenerator[int]):
         """``n`` values of ``node``: one round trip, two when the floor must be read first."""
         return self._with_floor_read_once(node, lambda: self._attempt(node, n))
 
-    def _fixed(self, node: Node) -> tuple[str, int, str, list[str], tuple[tuple[Any, ...], ...]]:
+    def _fixed(self, node: Node) -> tuple[str, int, str, list[str], Commands]:
         """What every call on ``node`` sends unchanged: the claim, the counter limit (as an int
         and as text), the keys and the transaction of one value; computed once per node."""
         found = self._per_node.get(node.index)
@@ -126,7 +126,7 @@ class SequenceGenerator(BufferedGenerator[int]):
             self._per_node[node.index] = found
         return found
 
-    def _transaction(self, n: int) -> tuple[tuple[Any, ...], ...]:
+    def _transaction(self, n: int) -> Commands:
         """The transaction taking ``n`` values: the identity marker and the claim read with the
         ``INCRBY``."""
         return ((b"MGET", self.identity_key, self.claim_key), (b"INCRBY", self.counter_key, n))

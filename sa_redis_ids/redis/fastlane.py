@@ -37,6 +37,8 @@ from redis.cluster import RedisCluster
 from redis.commands.core import Script
 from redis.exceptions import AskError, ClusterDownError, NoScriptError, TryAgainError
 
+from sa_redis_ids.redis.plans import Commands
+
 #: Errors after which the held connection is dropped and the call retried the general way (a
 #: timeout is not among them: the server was reached and did not answer in time, and waiting a
 #: second time would double what a call spends on a hung node).
@@ -94,15 +96,15 @@ EXEC = b"*1\r\n$4\r\nEXEC\r\n"
 
 class Transactions:
     """Transactions packed for one lane, each once: a generator sends the same few again and
-    again (its ``GET`` and ``INCRBY`` of one value). Bounded: past `MOST` packed, the oldest
+    again (its ``MGET`` and ``INCRBY`` of one value). Bounded: past `MOST` packed, the oldest
     half is forgotten."""
 
     MOST = 64
 
     def __init__(self) -> None:
-        self._packed: dict[tuple[tuple[Any, ...], ...], bytes] = {}
+        self._packed: dict[Commands, bytes] = {}
 
-    def packed(self, encoder: Any, commands: tuple[tuple[Any, ...], ...]) -> bytes:
+    def packed(self, encoder: Any, commands: Commands) -> bytes:
         """``MULTI``, ``commands`` and ``EXEC`` as one write."""
         found = self._packed.get(commands)
         if found is None:
@@ -308,7 +310,7 @@ class FastLane:
             held.drop()  # interrupted mid-reply: the connection is out of step
             raise
 
-    def transact(self, key: Any, commands: tuple[tuple[Any, ...], ...]) -> list[Any] | None:
+    def transact(self, key: Any, commands: Commands) -> list[Any] | None:
         """Run ``commands`` (their keys in ``key``'s slot) as one transaction in one round trip:
         ``EXEC``'s replies; or None when they could not run so (no connection within the lanes'
         share, a connection problem: the connection is dropped), or did not run whole (an error
@@ -457,7 +459,7 @@ class AsyncLane:
             found = self._judged[connection] = (writer, set())
         return found[1]
 
-    async def transact(self, key: Any, commands: tuple[tuple[Any, ...], ...]) -> list[Any] | None:
+    async def transact(self, key: Any, commands: Commands) -> list[Any] | None:
         """`FastLane.transact` on the asyncio client (no cluster here: ``key`` only names the
         script that must have answered on the connection first)."""
         try:

@@ -68,7 +68,7 @@ from sa_redis_ids.redis.eviction import (
     risk_of,
 )
 from sa_redis_ids.redis.fastlane import AsyncLane, FastLane
-from sa_redis_ids.redis.plans import Plan, now, run_plan
+from sa_redis_ids.redis.plans import Commands, Plan, now, run_plan
 from sa_redis_ids.redis.replication import (
     DEFAULT_REPLICA_TIMEOUT,
     check_replica_options,
@@ -371,17 +371,15 @@ class Node:
         lane = self._async_lane if self.asynchronous else self._lane
         return lane is not None and not self._may_evict
 
-    def transact(self, key: Any, commands: tuple[tuple[Any, ...], ...]) -> list[Any] | None:
+    def transact(self, key: Any, commands: Commands) -> list[Any] | None:
         """Run ``commands`` (keys of ``key``'s namespace) between ``MULTI`` and ``EXEC`` in one
         round trip on the fast lane: ``EXEC``'s replies, or None when they did not run so, or
         not whole (no lane, no script with ``key`` first answered on the connection yet, a
         connection problem, an error reply; see `FastLane.transact`): the caller then calls its
         script, which reports any error."""
         lane = self._lane
-        if lane is None or self._may_evict:
+        if lane is None or self._may_evict:  # (assumed until the first script call's check)
             return None
-        if not self._checked:
-            self.first_use(_hash_tag(key))
         watch = self._watch
         if watch is None:
             return lane.transact(key, commands)
@@ -392,15 +390,11 @@ class Node:
                 watch.recheck()
             raise
 
-    async def transact_async(
-        self, key: Any, commands: tuple[tuple[Any, ...], ...]
-    ) -> list[Any] | None:
+    async def transact_async(self, key: Any, commands: Commands) -> list[Any] | None:
         """`transact` on a ``redis.asyncio`` client."""
         lane = self._async_lane
         if lane is None or self._may_evict:
             return None
-        if not self._checked:
-            await self.first_use_async(_hash_tag(key))
         watch = self._watch
         if watch is None:
             return await lane.transact(key, commands)

@@ -38,6 +38,9 @@ T = TypeVar("T")
 S = TypeVar("S")
 P = ParamSpec("P")
 
+Commands = tuple[tuple[Any, ...], ...]
+"""The commands of a transaction, each its parts (``(b"INCRBY", key, n)``)."""
+
 PLAN_ATTRIBUTE = "__plan__"
 """Where `planned` keeps a method's plan."""
 
@@ -51,11 +54,9 @@ class Node(Protocol):
 
     async def run_async(self, name: str, keys: Sequence[Any], args: Sequence[Any]) -> Any: ...
 
-    def transact(self, key: Any, commands: tuple[tuple[Any, ...], ...]) -> list[Any] | None: ...
+    def transact(self, key: Any, commands: Commands) -> list[Any] | None: ...
 
-    async def transact_async(
-        self, key: Any, commands: tuple[tuple[Any, ...], ...]
-    ) -> list[Any] | None: ...
+    async def transact_async(self, key: Any, commands: Commands) -> list[Any] | None: ...
 
 
 class Effect:
@@ -101,7 +102,7 @@ class Transact(Effect):
 
     __slots__ = ("commands", "key", "node")
 
-    def __init__(self, node: Node, key: Any, commands: tuple[tuple[Any, ...], ...]):
+    def __init__(self, node: Node, key: Any, commands: Commands):
         self.node = node
         self.key = key
         self.commands = commands
