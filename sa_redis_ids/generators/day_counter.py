@@ -88,23 +88,39 @@ class DatedBlock(Generic[V]):
     day_end_ms: int
 
 
+EXACT = 2**53
+"""Counters below this are exact as Lua numbers: the limit ``dated_fast`` compares against."""
+
+
 class _Day(Generic[P]):
-    """A day of a window: its label, the UTC ms it ends, and its value part (see ``_day_part``)."""
+    """A day of a window: its label, the UTC ms it ends, its value part (see ``_day_part``), and
+    what ``dated_fast`` is told about it (None: its bounds are not 10-digit whole seconds, and
+    its calls go to ``dated_take``)."""
 
-    __slots__ = ("day", "end_ms", "label", "part")
+    __slots__ = ("day", "end_ms", "fast", "label", "part")
 
-    def __init__(self, day: date, label: str, end_ms: int, part: P):
+    def __init__(
+        self, day: date, label: str, start_ms: int, end_ms: int, part: P, counter_key: bytes
+    ):
         self.day = day
         self.label = label
         self.end_ms = end_ms
         self.part = part
+        self.fast: tuple[bytes, tuple[bytes, bytes, bytes]] | None = None
+        """``dated_fast``'s day key (KEYS[3]) and its label and bounds (ARGV[3], ARGV[5..6])."""
+        start, end = divmod(start_ms, 1000), divmod(end_ms, 1000)
+        if start[1] == end[1] == 0 and len(str(start[0])) == len(str(end[0])) == 10:
+            self.fast = (
+                counter_key,
+                (label.encode(), str(start[0]).encode(), str(end[0]).encode()),
+            )
 
 
 class _Window(Generic[P]):
     """A day window prepared for ``dated_take``: KEYS, the window's ARGV and its days, built once
     per window (every call of the window reuses them)."""
 
-    __slots__ = ("args", "days", "keys", "last", "positions", "window")
+    __slots__ = ("args", "days", "fast_keys", "keys", "last", "middle", "positions", "window")
 
     def __init__(self, generator: DatedGenerator[Any], window: DayWindow):
         self.window = window
@@ -119,7 +135,14 @@ class _Window(Generic[P]):
         self.keys: list[bytes] = [key.encode() for key in keys]
         self.args: tuple[bytes, ...] = tuple(arg.encode() for arg in window.args)
         self.days: tuple[_Day[P], ...] = tuple(
-            _Day(day, label, window.bounds[i + 1], generator._part(day))
+            _Day(
+                day,
+                label,
+                window.bounds[i],
+                window.bounds[i + 1],
+                generator._part(day),
+                self.keys[3] if generator.storage == "hash" else self.keys[4 + i],
+            )
             for i, (day, label) in enumerate(zip(window.days, window.labels, strict=True))
         )
         positions: dict[str | bytes, int] = {}
@@ -128,12 +151,16 @@ class _Window(Generic[P]):
         self.positions = positions
         """The window position of a day label, as text or as the bytes a reply holds."""
         self.last = len(window.days) - 1
+        self.middle: _Day[P] = self.days[len(self.days) // 2]
+        """The day the Redis time lies in on most calls (today, between yesterday and tomorrow)."""
+        self.fast_keys: tuple[bytes, bytes] = (self.keys[2], self.keys[0])
+        """``dated_fast``'s identity and purge markers (KEYS[1], KEYS[2])."""
 
 
 class _NodeArgs:
     """What ``dated_take`` is told about one node on every call: its claim and counter limit."""
 
-    __slots__ = ("claim", "limit", "limit_text", "storage", "storage_timed")
+    __slots__ = ("claim", "fast", "limit", "limit_text", "storage", "storage_timed")
 
     def __init__(self, claim: str, limit: int, storage: tuple[bytes, bytes]):
         self.claim = claim
@@ -142,6 +169,8 @@ class _NodeArgs:
         self.storage = storage
         self.storage_timed = (storage[0] + b"!", storage[1])
         """The storage arguments of a call that needs the Redis time (``"hash!"``/``"key!"``)."""
+        self.fast = limit < EXACT
+        """Whether ``dated_fast`` can serve this node (it compares counters as Lua numbers)."""
 
 
 _Taken = tuple[list[V], _Day[Any], int | None]
@@ -183,6 +212,8 @@ class DatedGenerator(IdGenerator[V]):
         self._storage_args = (self.storage.encode(), str(grace_ms).encode())
         self._per_node: list[_NodeArgs | None] = [None] * len(nodes)
         self._prepared: _Window[Any] | None = None
+        self._today: str = ""
+        """The label of the day the last call was answered for: ``dated_fast`` asks for it."""
         self._parts: dict[date, Any] = {}
 
     # -- what subclasses define -------------------------------------------------------------
@@ -294,6 +325,10 @@ class DatedGenerator(IdGenerator[V]):
             floor = FLOOR_ASK if high.consulted(index) else FLOOR_FIRST
         mark: tuple[str, int] | None = high.mark(index)
         guard_label, guard = ("", 0) if mark is None else mark
+        if fixed.fast and not timed and floor != FLOOR_FIRST and high.identities[index]:
+            taken = yield from self._short_call(node, fixed, n, floor)
+            if taken is not None:
+                return taken
         for _ in range(ATTEMPTS):
             window: _Window[Any] = self._window()
             guard_text, heal_text, _ = heal_args(
@@ -319,10 +354,12 @@ class DatedGenerator(IdGenerator[V]):
                     *window.args,
                 ],
             )
-            if type(reply) is int:  # the fast path: (counter * days + day) of a sound counter
+            if type(reply) is int:  # (counter * days + day) of a sound counter
                 counter, position = divmod(reply, len(window.days))
-                high.saw(index, (window.days[position].label, counter))
-                return self._taken(node, n, window.days[position], counter, floor, None)
+                day = window.days[position]
+                self._today = day.label
+                high.saw(index, (day.label, counter))
+                return self._taken(node, n, day, counter, floor, None)
             if isinstance(reply, (bytes, str)):  # the ok reply (``ok_reply``): its parts
                 label, after, now_text, _end, healed, identity = check_reply(
                     reply, namespace=self.namespace, node=node
@@ -335,6 +372,7 @@ class DatedGenerator(IdGenerator[V]):
                         node=node.name,
                     )
                 counter, now_ms = int(after), int(now_text)
+                self._today = window.days[answered].label
                 if healed:
                     high.healed(node.name, reply_text(healed), str(counter - n))
                 high.answered(index, identity, (window.days[answered].label, counter))
@@ -378,6 +416,51 @@ class DatedGenerator(IdGenerator[V]):
             namespace=self.namespace,
             node=node.name,
         )
+
+    def _short_call(
+        self, node: Node, fixed: _NodeArgs, n: int, floor: str
+    ) -> Plan[_Taken[V] | None]:
+        """``n`` values of the day the last call was answered for, by ``dated_fast`` (few
+        arguments); None when it missed (nothing taken: `_attempt` calls ``dated_take``).
+
+        Only for a node whose identity this process knows (else no marker can match), a floor
+        that needs no first reading, and a call that needs no Redis time: the script takes only
+        a sound counter, which ``dated_take`` would take alike with floor "none", "ask" or "given".
+        """
+        index = node.index
+        high = self.high
+        window: _Window[Any] = self._window()
+        day = window.middle
+        if self._today != day.label:
+            position = window.positions.get(self._today)
+            if position is not None:
+                day = window.days[position]
+        if day.fast is None:
+            return None
+        counter_key, (label, start, end) = day.fast
+        mark = high.mark(index)
+        guard = mark[1] if mark is not None and mark[0] == day.label else 0
+        if self.storage == "hash":  # a field that was missing (or 0) ends at n: never taken
+            guard = max(guard, 1)
+        reply = yield Run(
+            node,
+            "dated_fast",
+            (*window.fast_keys, counter_key),
+            [
+                n,
+                high.seen_with(index, fixed.claim),
+                label,
+                fixed.storage[0],
+                start,
+                end,
+                n + guard,
+                fixed.limit_text,
+            ],
+        )
+        if type(reply) is not int:
+            return None
+        high.saw(index, (day.label, reply))
+        return self._taken(node, n, day, reply, floor, None)
 
     def _taken(
         self, node: Node, n: int, day: _Day[Any], counter: int, floor: str, now_ms: int | None

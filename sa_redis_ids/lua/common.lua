@@ -43,6 +43,12 @@ local function redis_now_ms()
   return t[1] * 1000 + math.floor(t[2] / 1000)
 end
 
+-- Seconds since the Unix epoch by the Redis server's clock, as TIME answers them (decimal text):
+-- compared as text with bounds of the same number of digits, it is never converted to a number.
+local function redis_now_s()
+  return redis.call('TIME')[1]
+end
+
 -- The replication ID of this server (INFO replication, master_replid): it changes when a replica
 -- is promoted to master and when a server restarts, so a process that saw another one knows the
 -- state may have been rewound. "" where INFO gives none.

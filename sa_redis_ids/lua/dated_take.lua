@@ -41,56 +41,10 @@
 --          {7, label}                the day's key vanished without a purge (expired or
 --                                    evicted) and there is neither guard nor floor: nothing taken
 --! include day_window
-
--- The fast path: the marker holds "identity claim" (one read checks both, see
--- claim_and_identity), the floor is known, the caller needs no Redis time, the Redis time lies
--- in the window's second day (today, in a window of yesterday, today and tomorrow: the day a
--- call finds nearly always; any other day is picked in full below), that day is not purged and,
--- for storage "key", its key exists (read with the markers: a missing key is never written
--- here). The counter is taken first and checked after (at or past the guard, within the limit,
--- the reply exact); anything else (below the guard, exhausted, a hash field that was missing) is
--- undone here and handled in full below.
+-- The common call, when everything is as the caller last saw it, is dated_fast.lua's (fewer
+-- arguments); this script is the caller's first call of a node and its call when that one missed.
 local storage = ARGV[5]
-local hash = storage == 'hash'
-if (hash or (storage == 'key' and KEYS[6])) and (ARGV[4] == 'none' or ARGV[4] == 'given') then
-  local found
-  if hash then
-    found = redis.call('MGET', KEYS[3], KEYS[1])
-  else
-    found = redis.call('MGET', KEYS[3], KEYS[1], KEYS[6])
-  end
-  if found[1] == ARGV[2] and (hash or found[3]) then
-    local m, now, d = ARGV[10] + 0, redis_now_ms(), 1
-    local label = m > 2 and now >= ARGV[12] + 0 and now < ARGV[13] + 0 and ARGV[13 + m]
-    local purged = found[2]
-    if label and not (purged and label <= purged) then
-      local n, after = ARGV[1], nil
-      if hash then
-        after = redis.call('HINCRBY', KEYS[4], label, n)
-      else
-        after = redis.call('INCRBY', KEYS[6], n)
-      end
-      local guard, limit = 0, ARGV[3]
-      if label == ARGV[7] then
-        guard = ARGV[8] + 0
-      end
-      if (after > n + 0 or not hash) and after - n >= guard and after < 9007199254740992 / m
-          and (#limit > 16 or after <= limit + 0) then
-        return after * m + d
-      end
-      if not hash then
-        redis.call('DECRBY', KEYS[6], n)
-      elseif after == n + 0 then
-        -- the field was missing, or held 0: the full path treats both alike (a heal of it
-        -- reports it as missing)
-        redis.call('HDEL', KEYS[4], label)
-      else
-        redis.call('HINCRBY', KEYS[4], label, -n)
-      end
-    end
-  end
-end
---! common
+local hash = storage == 'hash' or storage == 'hash!'
 local seen_id, claim = string.match(ARGV[2], '^(%S*) (.*)$')
 local recorded, identity, moved = claim_and_identity(KEYS[2], claim, KEYS[3], seen_id)
 if recorded then
@@ -108,7 +62,6 @@ end
 local day_end = ARGV[12 + d]
 local n = ARGV[1]
 local floor = ARGV[4]
-hash = storage == 'hash' or storage == 'hash!'
 local key = KEYS[5 + d]
 local guard, heal = '0', '0'
 if label == ARGV[7] then

@@ -44,11 +44,11 @@
 -- one this process saw, the bitmap exists (unless nothing was ever taken) and the random position
 -- is free. It writes nothing unless it answers (a taken position is left as it was); anything
 -- else is handled in full below, from the same random bytes.
-if ARGV[3] == '1' and ARGV[9] == '0' and ARGV[7] ~= ''
-    and redis.call('GET', KEYS[5]) == ARGV[1] then
-  local found = redis.call('MGET', KEYS[3], KEYS[4])
-  local total, bits = found[1], ARGV[2] + 0
-  if total and found[2] == ARGV[7] and total + 0 >= ARGV[5] + 0
+-- The marker, the total and the generation are read with one MGET.
+if ARGV[3] == '1' and ARGV[9] == '0' and ARGV[7] ~= '' then
+  local found = redis.call('MGET', KEYS[5], KEYS[3], KEYS[4])
+  local total, bits = found[2], ARGV[2] + 0
+  if found[1] == ARGV[1] and total and found[3] == ARGV[7] and total + 0 >= ARGV[5] + 0
       and (total + 1) * bits < 9007199254740992
       and (total == '0' or redis.call('EXISTS', KEYS[1]) == 1) then
     local a, b, c, d, e, f = string.byte(ARGV[4], 1, 6)

@@ -196,6 +196,14 @@ def script_source(name: str, shift_ms: int = 0) -> str:
             "local unshifted_now_ms = redis_now_ms\n"
             f"redis_now_ms = function() return unshifted_now_ms() + ({int(shift_ms)}) end"
         )
+    if shift_ms and _used(body, "redis_now_s"):
+        (early if _used(head, "redis_now_s") else late).append(
+            "redis_now_s = function()\n"
+            "  local t = redis.call('TIME')\n"
+            f"  local ms = t[1] * 1000 + math.floor(t[2] / 1000) + ({int(shift_ms)})\n"
+            "  return string.format('%.0f', math.floor(ms / 1000))\n"
+            "end"
+        )
     return "\n".join([*early, *filter(None, [head]), *late, rest]) + "\n"
 
 
