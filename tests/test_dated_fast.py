@@ -169,6 +169,39 @@ def test_a_generator_sends_the_short_call_once_it_knows_the_node(
 
 
 @pytest.mark.parametrize("strategy", ["date_prefixed", "daily_code"])
+def test_a_generator_with_a_floor_sends_the_short_call_once_the_floor_is_read(
+    backend: Backend, strategy: str
+) -> None:
+    """The floor is read at the process's first call (``dated_take`` answers that it must be
+    read, then takes above it); later calls are short ones, above the floor."""
+    ids = backend.ids()
+    read: list[object] = []
+
+    def floor(day: object) -> int:
+        read.append(day)
+        return 40
+
+    generator = getattr(ids, strategy)("orders", tz="UTC", floor=floor)
+    node = ids.nodes.nodes[0]
+    names: list[str] = []
+    run = node.run
+
+    def recording(name: str, keys: Any, args: Any) -> Any:
+        names.append(name)
+        return run(name, keys, args)
+
+    node.run = recording  # type: ignore[method-assign]
+    values = [generator.day_and_counter(generator.next_id())[1] for _ in range(4)]
+    assert len(read) == 1
+    assert values[0] > 40 and values == list(range(values[0], values[0] + 4))
+    # the first call: dated_take (the floor must be read), the day seeded under its lock, and
+    # dated_take again
+    assert names[:5] == ["dated_take", "lock_acquire", "dated_set", "lock_release", "dated_take"]
+    short = "dated_fast" if generator.high.identities[0] else "dated_take"
+    assert names[5:] == [short] * 3
+
+
+@pytest.mark.parametrize("strategy", ["date_prefixed", "daily_code"])
 def test_across_midnight_the_short_call_follows_the_redis_day(
     backend: Backend, strategy: str
 ) -> None:

@@ -212,8 +212,9 @@ class DatedGenerator(IdGenerator[V]):
         self._storage_args = (self.storage.encode(), str(grace_ms).encode())
         self._per_node: list[_NodeArgs | None] = [None] * len(nodes)
         self._prepared: _Window[Any] | None = None
-        self._today: str = ""
-        """The label of the day the last call was answered for: ``dated_fast`` asks for it."""
+        self._today: list[str] = [""] * len(nodes)
+        """Per node, the label of the day its last call was answered for: ``dated_fast`` asks
+        for it (nodes whose clocks straddle midnight answer different days)."""
         self._parts: dict[date, Any] = {}
 
     # -- what subclasses define -------------------------------------------------------------
@@ -357,7 +358,7 @@ class DatedGenerator(IdGenerator[V]):
             if type(reply) is int:  # (counter * days + day) of a sound counter
                 counter, position = divmod(reply, len(window.days))
                 day = window.days[position]
-                self._today = day.label
+                self._today[index] = day.label
                 high.saw(index, (day.label, counter))
                 return self._taken(node, n, day, counter, floor, None)
             if isinstance(reply, (bytes, str)):  # the ok reply (``ok_reply``): its parts
@@ -372,7 +373,7 @@ class DatedGenerator(IdGenerator[V]):
                         node=node.name,
                     )
                 counter, now_ms = int(after), int(now_text)
-                self._today = window.days[answered].label
+                self._today[index] = window.days[answered].label
                 if healed:
                     high.healed(node.name, reply_text(healed), str(counter - n))
                 high.answered(index, identity, (window.days[answered].label, counter))
@@ -431,8 +432,9 @@ class DatedGenerator(IdGenerator[V]):
         high = self.high
         window: _Window[Any] = self._window()
         day = window.middle
-        if self._today != day.label:
-            position = window.positions.get(self._today)
+        today = self._today[index]
+        if today != day.label:
+            position = window.positions.get(today)
             if position is not None:
                 day = window.days[position]
         if day.fast is None:

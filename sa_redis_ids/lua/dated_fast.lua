@@ -6,7 +6,9 @@
 -- identity, see claim_and_identity in common.lua), the day is not purged, its counter exists
 -- (storage "key": its key; storage "hash": its field, checked after taking), the Redis time lies
 -- in the day, and the counter reaches the caller's minimum without passing the limit. A counter
--- that does not is put back as it was.
+-- that does not is put back as it was, except a hash field that held 0: after the increment it
+-- cannot be told from a missing one and is removed, so the full call treats it as missing (with
+-- a floor, it reads the floor first).
 -- KEYS[1]  identity marker of the namespace
 -- KEYS[2]  purge marker: label of the last purged day (absent: nothing purged)
 -- KEYS[3]  storage "hash": the namespace's hash (one field per day label); storage "key": the
