@@ -144,9 +144,9 @@ class Settings:
     server_calls: int = 2000
     """Single calls per contender and round of the server-cost table."""
     server_rounds: int = 10
-    """Alternating rounds of the server-cost table, the lowest of each contender kept: ``INFO cpu``
-    per call moves by half between minutes of a shared machine, and the lowest of ten rounds
-    moves by a few per cent."""
+    """Alternating rounds of the server-cost table, the lowest of each contender kept, and the CPU
+    ratio to ``INCR`` the median of the rounds' own ratios: ``INFO cpu`` per call moves by half
+    between minutes of a shared machine."""
     orm_rows: int | None = None
     peer_script: Path | None = None
     """hengyunabc's ``redis-script-node1.lua`` for its peer row (None: the row says how to add it):
@@ -519,10 +519,9 @@ def _measure_server(settings: Settings, ids: RedisIds, prefix: str, incr_key: st
         client, contenders, calls=settings.server_calls, rounds=settings.server_rounds
     )
     rows: list[Row] = []
-    incr_cpu = costs[0][4]
-    for name, command, count, usec, cpu in costs:
+    for name, command, count, usec, cpu, ratio in costs:
         row = Row("server", name, command.upper(), count, 0.0, 0.0, cpu)
-        row.ratio = cpu / incr_cpu if incr_cpu > 0 else None
+        row.ratio = ratio or None  # the median of the rounds' ratios (see measure_server)
         row.extra = {"commandstats_usec_per_call": usec, "cpu_usec_per_call": cpu}
         rows.append(row)
     return rows

@@ -14,7 +14,8 @@ before and after each run (`benchmarks.server_info`):
 
 It prints the lowest of the ``B`` runs of each for both (on a shared machine a run's average
 includes the times the server waited for a core; the lowest is closest to what a call costs), with
-the ratio to ``INCR``. Timings are never asserted anywhere.
+the ratio to ``INCR``: for ``INFO cpu`` the median over the rounds of the ratio within each round
+(see `benchmarks.server_info.measure_server`). Timings are never asserted anywhere.
 
 ``--callgrind`` counts instead the instructions the server executes per call, under valgrind (see
 `benchmarks.callgrind`): a figure the machine's load does not move, for comparing scripts.
@@ -60,10 +61,10 @@ def run(calls: int, batches: int) -> list[list[object]]:
                 call()
             contenders[f"{name} next_id()"] = (call, command_of(name))
         costs = measure_server(client, contenders, calls=calls, rounds=batches)
-        incr_usec, incr_cpu = costs[0][3], costs[0][4]
+        incr_usec = costs[0][3]
         rows: list[list[object]] = [
-            [name, usec, usec / incr_usec, cpu, cpu / incr_cpu]
-            for name, _command, _calls, usec, cpu in costs
+            [name, usec, usec / incr_usec, cpu, ratio]
+            for name, _command, _calls, usec, cpu, ratio in costs
         ]
     finally:
         server.stop()
