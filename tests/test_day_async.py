@@ -36,7 +36,14 @@ PER_TASK = 200
 FRESH_DAY = date(2031, 2, 3)
 
 
-SCRIPTS = ["dated_take", "dated_set", "lock_acquire", "lock_release", "set_if_greater"]
+SCRIPTS = [
+    "dated_take",
+    "dated_fast",
+    "dated_set",
+    "lock_acquire",
+    "lock_release",
+    "set_if_greater",
+]
 
 
 @dataclass
@@ -278,6 +285,37 @@ def test_values_across_midnight_belong_to_their_days(aio: AioBackend, kind: str)
                 if gen.day_and_counter(v)[0] == FRESH_DAY
             )
             assert new_day[0] == 1, "the new day's counter starts over"
+        finally:
+            await client.aclose()
+
+    run(main)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_sound_calls_are_short_ones_on_the_asyncio_driver(aio: AioBackend, kind: str) -> None:
+    """Once a call has shown the node's identity, the next ones are ``dated_fast`` calls (on a
+    server with a replication ID; fakeredis has none, and every call is ``dated_take``)."""
+
+    async def main() -> None:
+        client = await aio.connect()
+        try:
+            gen = build(kind, client, aio.prefix)
+            node = gen._nodes.nodes[0]
+            names: list[str] = []
+            run_async = node.run_async
+
+            async def recording(name: str, keys: Any, args: Any) -> Any:
+                names.append(name)
+                return await run_async(name, keys, args)
+
+            node.run_async = recording  # type: ignore[method-assign]
+            values = [await gen.next_id() for _ in range(4)]
+            values += await gen.next_ids(3)
+            counters = [gen.day_and_counter(value)[1] for value in values]
+            assert counters == list(range(1, 8))
+            assert bool(gen.high.identities[0]) == (aio.name != "fake")
+            short = "dated_fast" if aio.name != "fake" else "dated_take"
+            assert names == ["dated_take"] + [short] * 4
         finally:
             await client.aclose()
 
