@@ -12,6 +12,7 @@ always ``dated_take``), across midnight under a shifted clock and while the mark
 from __future__ import annotations
 
 import threading
+import time
 from datetime import timedelta
 from typing import Any
 
@@ -19,6 +20,7 @@ import pytest
 
 from sa_redis_ids.testing import RedisClockControl
 from tests.conftest import Backend
+from tests.support.uniqueness import draw_in_processes, duplicates
 
 MARKER = "0123456789abcdef0123456789abcdef01234567 0/1|cfg"
 
@@ -270,3 +272,29 @@ def draw_in_threads_of(generator: Any, *, threads: int, per_thread: int) -> list
     if errors:
         raise errors[0]
     return [value for chunk in results for value in chunk]
+
+
+def test_processes_drawing_daily_codes_while_the_marker_keeps_vanishing_get_each_code_once(
+    real_backend: Backend,
+) -> None:
+    """4 processes of 4 threads draw daily codes while the identity marker is deleted every
+    20 ms: each short call that finds it gone takes nothing, the full call takes instead, and
+    the day's counters are exactly 1..N."""
+    spec = real_backend.spec("daily_code", "orders", tz="UTC")
+    generator = real_backend.ids().daily_code("orders", tz="UTC")
+    drawn: list[Any] = []
+    drawing = threading.Thread(
+        target=lambda: drawn.extend(draw_in_processes(spec, processes=4, threads=4, per_thread=500))
+    )
+    drawing.start()
+    deletions = 0
+    while drawing.is_alive():
+        deletions += real_backend.client.delete(generator.identity_key)
+        time.sleep(0.02)
+    drawing.join()
+    assert deletions > 0, "the markers the draws wrote were deleted under them"
+    assert len(drawn) == 4 * 4 * 500
+    assert duplicates(drawn) == {}
+    parts = [generator.day_and_counter(code) for code in drawn]
+    if len({day for day, _ in parts}) == 1:  # (a draw across a real midnight restarts the count)
+        assert sorted(counter for _, counter in parts) == list(range(1, len(drawn) + 1))
