@@ -44,7 +44,8 @@
 -- one this process saw, the bitmap exists (unless nothing was ever taken) and the random position
 -- is free. It writes nothing unless it answers (a taken position is left as it was); anything
 -- else is handled in full below, from the same random bytes.
--- The marker, the total and the generation are read with one MGET.
+-- The marker, the total and the generation are read with one MGET. (Constant arguments of
+-- redis.call are text: a Lua number is formatted with "%.17g" on every call.)
 if ARGV[3] == '1' and ARGV[9] == '0' and ARGV[7] ~= '' then
   local found = redis.call('MGET', KEYS[5], KEYS[3], KEYS[4])
   local total, bits = found[2], ARGV[2] + 0
@@ -53,8 +54,8 @@ if ARGV[3] == '1' and ARGV[9] == '0' and ARGV[7] ~= '' then
       and (total == '0' or redis.call('EXISTS', KEYS[1]) == 1) then
     local a, b, c, d, e, f = string.byte(ARGV[4], 1, 6)
     local pos = (((((a * 256 + b) * 256 + c) * 256 + d) * 256 + e) * 256 + f) % bits
-    if redis.call('SETBIT', KEYS[1], pos, 1) == 0 then
-      return redis.call('INCRBY', KEYS[3], 1) * bits + pos
+    if redis.call('SETBIT', KEYS[1], pos, '1') == 0 then
+      return redis.call('INCRBY', KEYS[3], '1') * bits + pos
     end
   end
 end
@@ -211,11 +212,11 @@ if span > 0 then
         redis.call('SETRANGE', key, first, old .. string.rep('\0', #back - #old))
       end
       for t = 1, #singles do
-        redis.call('SETBIT', key, singles[t], 0)
+        redis.call('SETBIT', key, singles[t], '0')
       end
       return {1, redis.call('BITCOUNT', key)}
     end
-    redis.call('SETBIT', key, pos, 1)
+    redis.call('SETBIT', key, pos, '1')
     if math.floor(pos / 8) >= length then
       length = math.floor(pos / 8) + 1
     end
@@ -237,7 +238,7 @@ local function settle(pos, text, old)
     if pos < 0 then
       return false
     end
-    redis.call('SETBIT', key, pos, 1)
+    redis.call('SETBIT', key, pos, '1')
     local byte = math.floor(pos / 8)
     if byte >= length then
       length = byte + 1
@@ -267,11 +268,11 @@ for first = 1, n, CHUNK do
     if not settle(tried[j], texts[j], olds[j]) then
       -- Full: give back every bit this call set, the settled ones and the rest of this chunk.
       for t = 1, #taken do
-        redis.call('SETBIT', key, taken[t], 0)
+        redis.call('SETBIT', key, taken[t], '0')
       end
       for k = j + 1, #tried do
         if olds[k] == 0 then
-          redis.call('SETBIT', key, texts[k], 0)
+          redis.call('SETBIT', key, texts[k], '0')
         end
       end
       return {1, redis.call('BITCOUNT', key)}
