@@ -69,8 +69,16 @@ if ARGV[9] ~= 'ask' and redis.call('GET', KEYS[3]) == ARGV[2] then
       local end_ms = math.floor(last / slots)
       if end_ms <= ARGV[4] + 0 and last < 9007199254740992 then
         -- Whole numbers below 2^53 go to Redis as plain digits (redis.call formats a number
-        -- with "%.17g" in C, cheaper than string.format in Lua).
-        redis.call('HSET', KEYS[1], 'ms', end_ms, 'c', last % slots, 'seen', now)
+        -- with "%.17g" in C, cheaper than string.format in Lua, but not free): only the fields
+        -- that change are written. Calls in the same millisecond as the last one (several a
+        -- millisecond under load) change only the slot.
+        if end_ms ~= last_ms then
+          redis.call('HSET', KEYS[1], 'ms', end_ms, 'c', last % slots, 'seen', now)
+        elseif now ~= seen then
+          redis.call('HSET', KEYS[1], 'c', last % slots, 'seen', now)
+        else
+          redis.call('HSET', KEYS[1], 'c', last % slots)
+        end
         return first
       end
     end
