@@ -209,6 +209,35 @@ def test_ids_increase_and_carry_the_redis_time(backend: Backend, ids: RedisIds) 
         assert parts.timestamp.tzinfo == timezone.utc
 
 
+def test_the_state_follows_every_call_also_within_one_millisecond(
+    backend: Backend, ids: RedisIds
+) -> None:
+    """The fast path writes only the fields that change (the slot alone, in the millisecond of
+    the last call): after each of many quick calls the state names that call's millisecond and
+    slot, and ``seen`` is never behind the Redis time of an earlier call."""
+    orders = ids.snowflake("orders")
+    epoch = orders.layout.epoch_ms
+
+    def state() -> dict[str, int]:
+        found = backend.client.hgetall(orders.state_key)
+        return {key.decode(): int(value) for key, value in found.items()}
+
+    orders.next_id()
+    for _ in range(300):  # quick calls: some share a millisecond, most on a quiet machine
+        before = redis_ms(backend.client)
+        parts = orders.parse(orders.next_id())
+        now = state()
+        assert (now["ms"], now["c"]) == (parts.ms - epoch, parts.sequence)
+        assert now["seen"] >= before - epoch
+    # a state ahead of the clock (borrowed milliseconds): the next calls stay in its millisecond
+    ahead = state()["ms"] + 5000
+    backend.client.hset(orders.state_key, mapping={"ms": ahead, "c": 7})
+    for slot in (8, 9):
+        parts = orders.parse(orders.next_id())
+        assert (parts.ms - epoch, parts.sequence) == (ahead, slot)
+        assert (state()["ms"], state()["c"]) == (ahead, slot)
+
+
 def test_next_ids_zero_is_empty_and_bounds_are_checked(ids: RedisIds) -> None:
     orders = ids.snowflake("orders")
     assert orders.next_ids(0) == []
