@@ -38,7 +38,9 @@
 
 -- The fast path: the marker holds "identity claim" (one read checks both, see
 -- claim_and_identity), the state is there, at or past the guard, and the clock not behind it.
--- It writes nothing unless it answers; anything else is handled in full below.
+-- It writes nothing unless it answers; anything else is handled in full below. The floor
+-- argument does not matter here: "ask" only changes what a missing or low state, or a node that
+-- moved, leads to, and the full path takes from a sound state exactly as this one does.
 local slots = ARGV[5] + 0
 
 -- The first slot to take: the start of `now`, or, when the last millisecond issued is now, in the
@@ -53,7 +55,7 @@ local function next_slot(last_ms, last_c, now)
   return last_ms, last_c + 1
 end
 
-if ARGV[9] ~= 'ask' and redis.call('GET', KEYS[3]) == ARGV[2] then
+if redis.call('GET', KEYS[3]) == ARGV[2] then
   local now = redis_now_ms() - ARGV[3]
   local state = redis.call('HMGET', KEYS[1], 'ms', 'c', 'seen')
   local last_ms, last_c, seen = state[1], state[2], state[3]
