@@ -20,7 +20,7 @@ import pytest
 
 from sa_redis_ids.testing import RedisClockControl
 from tests.conftest import Backend
-from tests.support.uniqueness import draw_in_processes, duplicates
+from tests.support.uniqueness import draw_from, draw_in_processes, duplicates
 
 MARKER = "0123456789abcdef0123456789abcdef01234567 0/1|cfg"
 
@@ -242,7 +242,7 @@ def test_values_stay_unique_and_dense_while_the_marker_keeps_vanishing(
     deleter = threading.Thread(target=vanish)
     deleter.start()
     try:
-        drawn = draw_in_threads_of(generator, threads=8, per_thread=150)
+        drawn = draw_from(generator, 8, 150)
     finally:
         stop.set()
         deleter.join()
@@ -251,27 +251,6 @@ def test_values_stay_unique_and_dense_while_the_marker_keeps_vanishing(
     assert len(set(drawn)) == len(drawn)
     if len(days) == 1:  # (a draw across a real midnight restarts the count: unique is all)
         assert counters == list(range(2, 2 + 8 * 150))
-
-
-def draw_in_threads_of(generator: Any, *, threads: int, per_thread: int) -> list[Any]:
-    """``threads`` threads drawing ``per_thread`` values each from one generator."""
-    results: list[list[Any]] = [[] for _ in range(threads)]
-    errors: list[BaseException] = []
-
-    def work(slot: int) -> None:
-        try:
-            results[slot].extend(generator.next_id() for _ in range(per_thread))
-        except BaseException as exc:  # reported below
-            errors.append(exc)
-
-    pool = [threading.Thread(target=work, args=(i,)) for i in range(threads)]
-    for thread in pool:
-        thread.start()
-    for thread in pool:
-        thread.join()
-    if errors:
-        raise errors[0]
-    return [value for chunk in results for value in chunk]
 
 
 def test_processes_drawing_daily_codes_while_the_marker_keeps_vanishing_get_each_code_once(

@@ -44,7 +44,12 @@ class GeneratorSpec:
 
 def draw_in_threads(spec: GeneratorSpec, threads: int, per_thread: int) -> list[Any]:
     """``threads`` threads sharing one generator, each drawing ``per_thread`` values."""
-    generator = spec.build()
+    return draw_from(spec.build(), threads, per_thread, batch=spec.batch)
+
+
+def draw_from(generator: Any, threads: int, per_thread: int, *, batch: int = 1) -> list[Any]:
+    """``threads`` threads sharing ``generator``, each drawing ``per_thread`` values (``batch`` 1:
+    with ``next_id()``; more: with ``next_ids(batch)``)."""
     results: list[list[Any]] = [[] for _ in range(threads)]
     errors: list[BaseException] = []
     barrier = threading.Barrier(threads)
@@ -54,10 +59,10 @@ def draw_in_threads(spec: GeneratorSpec, threads: int, per_thread: int) -> list[
             barrier.wait()
             out = results[slot]
             while len(out) < per_thread:
-                if spec.batch == 1:
+                if batch == 1:
                     out.append(generator.next_id())
                 else:
-                    out.extend(generator.next_ids(min(spec.batch, per_thread - len(out))))
+                    out.extend(generator.next_ids(min(batch, per_thread - len(out))))
         except BaseException as exc:  # reported to the parent below
             errors.append(exc)
 
