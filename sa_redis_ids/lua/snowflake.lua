@@ -74,12 +74,24 @@ if redis.call('GET', KEYS[3]) == ARGV[2] then
         -- with "%.17g" in C, cheaper than string.format in Lua, but not free): only the fields
         -- that change are written. Calls in the same millisecond as the last one (several a
         -- millisecond under load) change only the slot.
+        -- Slot 0 (the first call of a millisecond) goes as a literal, and a new millisecond that
+        -- is the clock's own (the usual case) is formatted once for both fields ("%.14g" is
+        -- plain digits below 10^14).
+        local c = last % slots
+        if c == 0 then
+          c = '0'
+        end
         if end_ms ~= last_ms then
-          redis.call('HSET', KEYS[1], 'ms', end_ms, 'c', last % slots, 'seen', now)
+          if end_ms == now and now < 1e14 then
+            local text = tostring(now)
+            redis.call('HSET', KEYS[1], 'ms', text, 'c', c, 'seen', text)
+          else
+            redis.call('HSET', KEYS[1], 'ms', end_ms, 'c', c, 'seen', now)
+          end
         elseif now ~= seen then
-          redis.call('HSET', KEYS[1], 'c', last % slots, 'seen', now)
+          redis.call('HSET', KEYS[1], 'c', c, 'seen', now)
         else
-          redis.call('HSET', KEYS[1], 'c', last % slots)
+          redis.call('HSET', KEYS[1], 'c', c)
         end
         return first
       end
