@@ -73,6 +73,7 @@ def measure_server(
     first contender is the one the CPU ratios are taken against."""
     best: dict[str, tuple[float, float]] = {}
     ratios: dict[str, list[float]] = {name: [] for name in contenders}
+    first = next(iter(contenders))
     for _ in range(rounds):
         reference = 0.0
         for name, (call, command) in contenders.items():
@@ -83,8 +84,9 @@ def measure_server(
             executed = max(1, calls_after - calls_before)
             usec = (usec_after - usec_before) / executed
             cpu = (cpu_after - cpu_before) * 1e6 / calls
-            reference = reference or cpu
-            if reference > 0:
+            if name == first:
+                reference = cpu
+            if reference > 0:  # (a round whose first contender read no CPU gives no ratio)
                 ratios[name].append(cpu / reference)
             found = best.get(name)
             best[name] = (usec, cpu) if found is None else (min(found[0], usec), min(found[1], cpu))

@@ -327,7 +327,7 @@ class DatedGenerator(IdGenerator[V]):
         mark: tuple[str, int] | None = high.mark(index)
         guard_label, guard = ("", 0) if mark is None else mark
         if fixed.fast and not timed and floor != FLOOR_FIRST and high.identities[index]:
-            taken = yield from self._short_call(node, fixed, n, floor)
+            taken = yield from self._short_call(node, fixed, n, floor, mark)
             if taken is not None:
                 return taken
         for _ in range(ATTEMPTS):
@@ -419,7 +419,7 @@ class DatedGenerator(IdGenerator[V]):
         )
 
     def _short_call(
-        self, node: Node, fixed: _NodeArgs, n: int, floor: str
+        self, node: Node, fixed: _NodeArgs, n: int, floor: str, mark: tuple[str, int] | None
     ) -> Plan[_Taken[V] | None]:
         """``n`` values of the day the last call was answered for, by ``dated_fast`` (few
         arguments); None when it missed (nothing taken: `_attempt` calls ``dated_take``).
@@ -427,6 +427,7 @@ class DatedGenerator(IdGenerator[V]):
         Only for a node whose identity this process knows (else no marker can match), a floor
         that needs no first reading, and a call that needs no Redis time: the script takes only
         a sound counter, which ``dated_take`` would take alike with floor "none", "ask" or "given".
+        ``mark``: the highest (day label, counter) this process received from the node.
         """
         index = node.index
         high = self.high
@@ -440,7 +441,6 @@ class DatedGenerator(IdGenerator[V]):
         if day.fast is None:
             return None
         counter_key, (label, start, end) = day.fast
-        mark = high.mark(index)
         guard = mark[1] if mark is not None and mark[0] == day.label else 0
         if self.storage == "hash":  # a field that was missing (or 0) ends at n: never taken
             guard = max(guard, 1)

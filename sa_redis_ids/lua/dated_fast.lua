@@ -55,7 +55,7 @@ end
 if not hash then
   redis.call('DECRBY', KEYS[3], n)
 elseif after == n + 0 then
-  -- the field was missing, or held 0: dated_take treats both alike (it reports it as missing)
+  -- the field was missing, or held 0: removed, so dated_take reports it as missing
   redis.call('HDEL', KEYS[3], label)
 else
   redis.call('HINCRBY', KEYS[3], label, -n)
