@@ -144,9 +144,9 @@ class Settings:
     server_calls: int = 2000
     """Single calls per contender and round of the server-cost table."""
     server_rounds: int = 10
-    """Alternating rounds of the server-cost table, the lowest of each contender kept, and the CPU
-    ratio to ``INCR`` the median of the rounds' own ratios: ``INFO cpu`` per call moves by half
-    between minutes of a shared machine."""
+    """Alternating rounds of the server-cost table: the lowest commandstats time of each
+    contender, its median CPU per call, and the CPU ratio to ``INCR`` the median of the rounds'
+    own ratios: ``INFO cpu`` per call moves by half between minutes of a shared machine."""
     orm_rows: int | None = None
     peer_script: Path | None = None
     """hengyunabc's ``redis-script-node1.lua`` for its peer row (None: the row says how to add it):
@@ -519,10 +519,14 @@ def _measure_server(settings: Settings, ids: RedisIds, prefix: str, incr_key: st
         client, contenders, calls=settings.server_calls, rounds=settings.server_rounds
     )
     rows: list[Row] = []
-    for name, command, count, usec, cpu, ratio in costs:
-        row = Row("server", name, command.upper(), count, 0.0, 0.0, cpu)
-        row.ratio = ratio or None  # the median of the rounds' ratios (see measure_server)
-        row.extra = {"commandstats_usec_per_call": usec, "cpu_usec_per_call": cpu}
+    for cost in costs:
+        row = Row("server", cost.name, cost.command.upper(), cost.calls, 0.0, 0.0, cost.cpu)
+        row.ratio = cost.ratio or None  # the median of the rounds' ratios (see measure_server)
+        row.extra = {
+            "commandstats_usec_per_call": cost.usec,
+            "cpu_usec_per_call": cost.cpu,
+            "system_cpu_usec_per_call": cost.system,
+        }
         rows.append(row)
     return rows
 
@@ -987,18 +991,28 @@ STRATEGY_HEADERS = ("strategy", "call", "IDs/s", "µs/ID (median)", "call × PIN
 BUFFERED_HEADERS = ("generator", "mode", "IDs/s", "µs/ID", "× INCR", "note")
 ASYNC_HEADERS = ("generator", "call", "IDs/s", "µs/ID (wall)", "× redis.asyncio INCR", "note")
 THREADS_HEADERS = ("generator", "call", "IDs/s", "µs/ID (wall)", "× redis-py INCR", "note")
-SERVER_HEADERS = ("call", "command", "commandstats µs/call", "CPU µs/call", "CPU × INCR", "note")
+SERVER_HEADERS = (
+    "call",
+    "command",
+    "commandstats µs/call",
+    "CPU µs/call",
+    "CPU × INCR",
+    "of it system µs",
+    "note",
+)
 
 
 def _server_cells(row: dict[str, Any]) -> list[object]:
     if not row["ids"]:
-        return [row["strategy"], row["mode"], "-", "-", "-", row["note"]]
+        return [row["strategy"], row["mode"], "-", "-", "-", "-", row["note"]]
+    extra = row["extra"]
     return [
         row["strategy"],
         row["mode"],
-        row["extra"]["commandstats_usec_per_call"],
-        row["extra"]["cpu_usec_per_call"],
+        extra["commandstats_usec_per_call"],
+        extra["cpu_usec_per_call"],
         row["ratio"] if row["ratio"] is not None else "-",
+        extra.get("system_cpu_usec_per_call", "-"),
         row["note"],
     ]
 

@@ -6,32 +6,58 @@ reads ``INFO commandstats`` and ``INFO cpu`` before and after a run of single ca
 - **commandstats µs/call**: the growth of the command's ``usec`` over the growth of its ``calls``
   (the time Redis spent executing it: the script, not the network);
 - **CPU µs/call**: the growth of ``used_cpu_user + used_cpu_sys`` over the calls made, i.e. the
-  whole server's CPU per call, reading and parsing the request and writing the reply included.
+  whole server's CPU per call, reading and parsing the request and writing the reply included;
+- **system µs/call**: the ``used_cpu_sys`` part alone: the kernel reading and writing the socket
+  and waking the event loop. It is about the same for every contender and differs most between
+  machines (a virtual machine's system calls cost more), so a ratio of whole CPU depends on the
+  machine: where the kernel's part is smaller, every script's ratio to ``INCR`` is higher.
 
 Other clients of the same server add to both (their calls of the same command, their CPU), so the
-contenders run in alternating rounds and each keeps its lowest round. The CPU ratio to the first
-contender (the ``INCR``) is taken within each round and the median over the rounds is kept: a
-slow moment of a shared machine then moves the one round it falls in, not the ratio. Run it
-against a server no one else uses for figures that mean something; a Redis Cluster reports per
-node and is skipped.
+contenders run in alternating rounds. Each keeps its lowest round's commandstats time (only
+other callers of the same command can raise it) and the median over the rounds of its CPU per
+call; the CPU ratio to the first contender (the ``INCR``) is taken within each round and the
+median over the rounds is kept: a slow moment of a shared machine then moves the one round it
+falls in, not the figures. The system part is summed over the rounds instead (see
+`Cost.system`). Run it against a server no one else uses for figures that mean something; a Redis Cluster reports per node and is skipped.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from statistics import median
-from typing import Any
+from typing import Any, NamedTuple
 
-Cost = tuple[str, str, int, float, float, float]
-"""``(strategy, command, calls, commandstats µs per call, CPU µs per call, CPU ratio)``: the
-lowest round's figures, and the median over the rounds of the CPU per call as a multiple of the
-first contender's in the same round."""
+
+class Cost(NamedTuple):
+    """What one contender's call cost the server."""
+
+    name: str
+    command: str
+    calls: int
+    """Calls made, over every round."""
+    usec: float
+    """``INFO commandstats`` µs per call: the lowest round's."""
+    cpu: float
+    """``INFO cpu`` (user + system) µs per call: the median round's."""
+    ratio: float
+    """The median over the rounds of ``cpu`` as a multiple of the first contender's in the same
+    round (0.0 if no round gave one)."""
+    system: float
+    """The kernel's part of the CPU (``used_cpu_sys``), µs per call over every round. The kernel
+    splits a process's CPU time between user and system by sampling at its clock tick (a few
+    ms), so only a whole run's sum of many calls means something, to a µs or two."""
+
+
+def cpu_times(client: Any) -> tuple[float, float]:
+    """The server's user and system CPU seconds so far (``INFO cpu``)."""
+    cpu = client.info("cpu")
+    return float(cpu["used_cpu_user"]), float(cpu["used_cpu_sys"])
 
 
 def cpu_seconds(client: Any) -> float:
     """The server's CPU seconds so far: ``used_cpu_user + used_cpu_sys`` of ``INFO cpu``."""
-    cpu = client.info("cpu")
-    return float(cpu["used_cpu_user"]) + float(cpu["used_cpu_sys"])
+    return sum(cpu_times(client))
 
 
 SENDS = {"sequence": "multi+exec"}
@@ -56,10 +82,10 @@ def command_stats(stats: dict[str, Any], command: str) -> tuple[int, int]:
     return calls, usec
 
 
-def _reading(client: Any, command: str) -> tuple[int, int, float]:
-    """The command's ``calls`` and ``usec`` so far and the server's CPU seconds."""
+def _reading(client: Any, command: str) -> tuple[int, int, float, float]:
+    """The command's ``calls`` and ``usec`` so far and the server's user and system CPU seconds."""
     calls, usec = command_stats(client.info("commandstats"), command)
-    return calls, usec, cpu_seconds(client)
+    return calls, usec, *cpu_times(client)
 
 
 def measure_server(
@@ -71,26 +97,37 @@ def measure_server(
 ) -> list[Cost]:
     """The server's cost per call of each contender ``name: (call, command it sends)``; the
     first contender is the one the CPU ratios are taken against."""
-    best: dict[str, tuple[float, float]] = {}
+    lowest: dict[str, float] = {}
+    cpus: dict[str, list[float]] = {name: [] for name in contenders}
     ratios: dict[str, list[float]] = {name: [] for name in contenders}
+    system_seconds: dict[str, float] = dict.fromkeys(contenders, 0.0)
     first = next(iter(contenders))
     for _ in range(rounds):
         reference = 0.0
         for name, (call, command) in contenders.items():
-            calls_before, usec_before, cpu_before = _reading(client, command)
+            calls_before, usec_before, user_before, sys_before = _reading(client, command)
             for _ in range(calls):
                 call()
-            calls_after, usec_after, cpu_after = _reading(client, command)
+            calls_after, usec_after, user_after, sys_after = _reading(client, command)
             executed = max(1, calls_after - calls_before)
-            usec = (usec_after - usec_before) / executed
-            cpu = (cpu_after - cpu_before) * 1e6 / calls
+            lowest[name] = min(lowest.get(name, math.inf), (usec_after - usec_before) / executed)
+            system_seconds[name] += sys_after - sys_before
+            cpu = (user_after - user_before + sys_after - sys_before) * 1e6 / calls
             if name == first:
                 reference = cpu
             if reference > 0:  # (a round whose first contender read no CPU gives no ratio)
                 ratios[name].append(cpu / reference)
-            found = best.get(name)
-            best[name] = (usec, cpu) if found is None else (min(found[0], usec), min(found[1], cpu))
+            cpus[name].append(cpu)
+    made = calls * rounds
     return [
-        (name, command, calls * rounds, *best[name], median(ratios[name] or [0.0]))
+        Cost(
+            name,
+            command,
+            made,
+            lowest[name],
+            median(cpus[name]),
+            median(ratios[name] or [0.0]),
+            system_seconds[name] * 1e6 / made,
+        )
         for name, (_call, command) in contenders.items()
     ]

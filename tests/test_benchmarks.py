@@ -15,7 +15,7 @@ import redis
 import redis.asyncio
 
 from benchmarks import ids as bench
-from benchmarks import server_cost
+from benchmarks import server_cost, server_info
 from sa_redis_ids.cli import main
 from tests.support.services import REDIS_URL, require_binary
 
@@ -126,6 +126,9 @@ def _check_result(result: dict[str, Any], *, real: bool) -> None:
         for row in server_rows.values():
             assert row["extra"]["cpu_usec_per_call"] > 0
             assert row["extra"]["commandstats_usec_per_call"] > 0
+            assert (
+                0 <= row["extra"]["system_cpu_usec_per_call"] <= row["extra"]["cpu_usec_per_call"]
+            )
     else:
         assert list(async_rows) == [
             ("redis.asyncio", "INCR, 64 tasks"),
@@ -256,8 +259,9 @@ def test_the_concurrency_rows_share_a_generator_among_threads_and_tasks(
     assert found[0]["measured"] == round(async_rows[1].ratio or 0, 2)
 
 
-def test_the_server_cost_benchmark_reports_every_strategy_against_incr() -> None:
-    rows = server_cost.run(50, 1)
+@pytest.mark.parametrize("unix_socket", [False, True], ids=["tcp", "unix-socket"])
+def test_the_server_cost_benchmark_reports_every_strategy_against_incr(unix_socket: bool) -> None:
+    rows = server_cost.run(50, 1, unix_socket=unix_socket)
     assert [row[0] for row in rows] == [
         "redis-py INCR",
         "sequence next_id()",
@@ -267,8 +271,61 @@ def test_the_server_cost_benchmark_reports_every_strategy_against_incr() -> None
         "short_id next_id()",
     ]
     assert rows[0][2] == rows[0][4] == 1.0
-    for _, script, versus, cpu, cpu_versus in rows:
-        assert script > 0 and versus > 0 and cpu >= 0 and cpu_versus >= 0
+    for _, script, versus, cpu, cpu_versus, system in rows:
+        assert script > 0 and versus > 0 and cpu > 0 and cpu_versus > 0
+        assert 0 <= system <= cpu
+
+
+class _ScriptedServer:
+    """``INFO`` of a server where each call of a contender costs known CPU and commandstats time:
+    `measure_server`'s arithmetic, without a real server's noise."""
+
+    def __init__(self) -> None:
+        self.user = self.sys = 0.0
+        self.calls = {"incrby": 0, "evalsha": 0}
+        self.usec = {"incrby": 0, "evalsha": 0}
+
+    def call(self, command: str, user_us: float, sys_us: float, usec: int) -> None:
+        self.user += user_us / 1e6
+        self.sys += sys_us / 1e6
+        self.calls[command] += 1
+        self.usec[command] += usec
+
+    def info(self, section: str) -> dict[str, Any]:
+        if section == "cpu":
+            return {"used_cpu_user": self.user, "used_cpu_sys": self.sys}
+        return {
+            f"cmdstat_{command}": {"calls": self.calls[command], "usec": self.usec[command]}
+            for command in self.calls
+        }
+
+
+def test_measure_server_takes_the_cpu_against_the_first_contender_and_sums_its_system_part() -> (
+    None
+):
+    server = _ScriptedServer()
+    rounds = iter(range(10_000))
+
+    def script() -> None:  # every third round's calls also pay a slow moment of the machine
+        server.call("evalsha", 14.0, 21.0 + 40.0 * (next(rounds) // 10 % 3 == 2), 6)
+
+    costs = server_info.measure_server(
+        server,
+        {
+            "INCR": (lambda: server.call("incrby", 5.0, 20.0, 1), "incrby"),
+            "script": (script, "evalsha"),
+        },
+        calls=10,
+        rounds=5,
+    )
+    incr, scripted = costs
+    assert (incr.name, incr.command, incr.calls) == ("INCR", "incrby", 50)
+    assert incr.usec == pytest.approx(1.0) and scripted.usec == pytest.approx(6.0)
+    assert incr.cpu == pytest.approx(25.0) and incr.ratio == pytest.approx(1.0)
+    assert incr.system == pytest.approx(20.0)
+    assert scripted.cpu == pytest.approx(35.0), "the median round, not the slow one"
+    assert scripted.ratio == pytest.approx(1.4)
+    assert scripted.system == pytest.approx(29.0), "every round's, the slow one's (61) included"
 
 
 def test_the_callgrind_server_cost_counts_every_strategy_above_an_incr() -> None:

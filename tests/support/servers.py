@@ -66,6 +66,7 @@ class RedisServer:
         binary: str = "redis-server",
         wrapper: Sequence[str] = (),
         start_seconds: float = 10.0,
+        unix_socket: bool = False,
     ):
         self.cluster = cluster
         self.binary = binary
@@ -75,11 +76,18 @@ class RedisServer:
         self.args = list(args)  # extra redis-server options, after (so overriding) the defaults
         self.port = free_port(with_bus=cluster)
         self.dir = directory or Path(tempfile.mkdtemp(prefix="sa_redis_ids_test_"))
+        self.socket = self.dir / f"redis-{self.port}.sock" if unix_socket else None
+        """The server's Unix socket (beside its TCP port), when asked for."""
         self.process: subprocess.Popen[bytes] | None = None
 
     @property
     def url(self) -> str:
         return f"redis://{HOST}:{self.port}/0"
+
+    @property
+    def client_url(self) -> str:
+        """The Unix socket's URL when the server has one, else the TCP one."""
+        return f"unix://{self.socket}?db=0" if self.socket else self.url
 
     def client(self) -> redis.Redis:
         return redis.Redis(host=HOST, port=self.port, socket_timeout=5)
@@ -111,6 +119,8 @@ class RedisServer:
                 "--cluster-node-timeout",
                 "5000",
             ]
+        if self.socket:
+            args += ["--unixsocket", str(self.socket), "--unixsocketperm", "700"]
         args += self.args
         self.process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + self.start_seconds
