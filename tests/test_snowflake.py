@@ -293,6 +293,44 @@ def test_a_new_namespace_starts_at_the_clock_so_id_range_around_its_first_ids_fi
     assert orders.rewinds == 0
 
 
+@pytest.mark.parametrize("lost", ["c", "ms", "seen", "ms c"])
+def test_a_state_missing_a_field_goes_on_after_the_ids_it_issued(
+    backend: Backend, ids: RedisIds, lost: str
+) -> None:
+    """A state hash with a field deleted by hand: without its slot, the whole millisecond counts
+    as used; without its millisecond, the state counts as lost and heals from the last ID this
+    process saw. Either way the next IDs come after every ID issued, also from borrowed
+    milliseconds ahead of the clock, and the state is whole again."""
+    orders = ids.snowflake("orders")
+    orders.next_id()
+    ahead = int(backend.client.hget(orders.state_key, "ms") or 0) + 5000
+    backend.client.hset(orders.state_key, mapping={"ms": ahead, "c": 7})
+    before = [orders.next_id(), *orders.next_ids(3)]
+    backend.client.hdel(orders.state_key, *lost.split())
+    after = [orders.next_id(), *orders.next_ids(3)]
+    assert min(after) > max(before)
+    assert backend.client.hlen(orders.state_key) == 3
+    if lost == "c":
+        parts = orders.parse(after[0])
+        assert (parts.ms - orders.layout.epoch_ms, parts.sequence) == (ahead + 1, 0)
+
+
+@pytest.mark.parametrize("left", ["c", "seen"])
+def test_a_state_without_its_millisecond_is_lost_not_new_for_a_new_process(
+    backend: Backend, left: str
+) -> None:
+    """A process that has drawn nothing and has no floor starts a new namespace at its clock; a
+    state hash that still holds a field is not new: it heals ahead of the clock, so a clock
+    behind the IDs issued (within the tolerance) repeats none."""
+    before = backend.ids().snowflake("orders").next_ids(300)
+    state_key = backend.ids().snowflake("orders").state_key
+    backend.client.hdel(state_key, *({"ms", "c", "seen"} - {left}))
+    fresh = backend.ids().snowflake("orders")
+    with shift_time(fresh, -500):  # its clock is behind the last IDs, within the tolerance
+        after = fresh.next_ids(300)
+    assert min(after) > max(before)
+
+
 def test_a_one_bit_sequence_moves_on_to_the_next_millisecond(ids: RedisIds) -> None:
     tiny = ids.snowflake("tiny", layout=ONE_BIT)
     values = tiny.next_ids(1000) + [tiny.next_id() for _ in range(10)] + tiny.next_ids(100)

@@ -117,11 +117,18 @@ if now < 0 then
 end
 local state = redis.call('HMGET', KEYS[1], 'ms', 'c', 'seen')
 local last_ms, last_c, seen = tonumber(state[1]), tonumber(state[2]), tonumber(state[3])
+-- A state with a field deleted by hand: without its slot, any slot of its millisecond may have
+-- been issued, so that millisecond counts as used up; without its millisecond, it is lost (but
+-- not new: something was drawn from it).
+local partial = not last_ms and (state[2] or state[3])
+if last_ms and not last_c then
+  last_c = slots - 1
+end
 local guard_ms, guard_c = tonumber(ARGV[7]), tonumber(ARGV[8])
 local healed = ''
 local low = last_ms and guard_ms >= 0
   and (last_ms < guard_ms or (last_ms == guard_ms and last_c < guard_c))
-if not last_ms and guard_ms < 0 and not moved and ARGV[9] ~= 'ask' then
+if not last_ms and not partial and guard_ms < 0 and not moved and ARGV[9] ~= 'ask' then
   -- A namespace nobody is known to have drawn from (no state, no mark, no floor): it starts at
   -- the clock.
   last_ms, last_c = -1, 0
