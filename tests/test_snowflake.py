@@ -303,7 +303,7 @@ def test_a_state_missing_a_field_goes_on_after_the_ids_it_issued(
     milliseconds ahead of the clock, and the state is whole again."""
     orders = ids.snowflake("orders")
     orders.next_id()
-    ahead = int(backend.client.hget(orders.state_key, "ms") or 0) + 5000
+    ahead = int(backend.client.hget(orders.state_key, "ms") or 0) + 60_000
     backend.client.hset(orders.state_key, mapping={"ms": ahead, "c": 7})
     before = [orders.next_id(), *orders.next_ids(3)]
     backend.client.hdel(orders.state_key, *lost.split())
