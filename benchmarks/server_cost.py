@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import math
 from collections.abc import Callable, Sequence
 
 import redis
@@ -53,8 +54,9 @@ def run(calls: int, batches: int, *, unix_socket: bool = False) -> list[list[obj
 
     ``unix_socket``: every client connects through the server's Unix socket instead of TCP."""
     with contextlib.ExitStack() as cleanup:
-        server = RedisServer(unix_socket=unix_socket).start()
-        cleanup.callback(server.stop)
+        server = RedisServer(unix_socket=unix_socket)
+        cleanup.callback(server.stop)  # (also a server that started but never answered)
+        server.start()
         client = cleanup.enter_context(redis.Redis.from_url(server.client_url, socket_timeout=5))
         ids = RedisIds.from_url(server.client_url, prefix="bench_server_cost")
         cleanup.callback(ids.close)
@@ -68,7 +70,15 @@ def run(calls: int, batches: int, *, unix_socket: bool = False) -> list[list[obj
         costs = measure_server(client, contenders, calls=calls, rounds=batches)
         incr_usec = costs[0].usec
         rows: list[list[object]] = [
-            [c.name, c.usec, c.usec / incr_usec, c.cpu, c.ratio, c.system] for c in costs
+            [
+                c.name,
+                c.usec,
+                c.usec / incr_usec if incr_usec > 0 else math.nan,
+                c.cpu,
+                c.ratio,
+                c.system,
+            ]
+            for c in costs
         ]
     return rows
 
@@ -104,8 +114,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--unix-socket",
         action="store_true",
-        help="connect through a Unix socket: the kernel's share of each call is smaller, so a "
-        "script's CPU ratio to INCR is higher",
+        help="connect every client through the server's Unix socket instead of TCP",
     )
     args = parser.parse_args(argv)
     if args.callgrind:

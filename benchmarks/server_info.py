@@ -17,8 +17,9 @@ contenders run in alternating rounds. Each keeps its lowest round's commandstats
 other callers of the same command can raise it) and the median over the rounds of its CPU per
 call; the CPU ratio to the first contender (the ``INCR``) is taken within each round and the
 median over the rounds is kept: a slow moment of a shared machine then moves the one round it
-falls in, not the figures. The system part is summed over the rounds instead (see
-`Cost.system`). Run it against a server no one else uses for figures that mean something; a Redis Cluster reports per node and is skipped.
+falls in, not the figures; the system part is the median round's too (see `Cost.system`). Run
+it against a server no one else uses for figures that mean something; a Redis Cluster reports
+per node and is skipped.
 """
 
 from __future__ import annotations
@@ -37,16 +38,18 @@ class Cost(NamedTuple):
     calls: int
     """Calls made, over every round."""
     usec: float
-    """``INFO commandstats`` µs per call: the lowest round's."""
+    """``INFO commandstats`` µs per call: the lowest round's (NaN if the command never showed up
+    there: a contender named with the wrong command)."""
     cpu: float
     """``INFO cpu`` (user + system) µs per call: the median round's."""
     ratio: float
     """The median over the rounds of ``cpu`` as a multiple of the first contender's in the same
     round (0.0 if no round gave one)."""
     system: float
-    """The kernel's part of the CPU (``used_cpu_sys``), µs per call over every round. The kernel
-    splits a process's CPU time between user and system by sampling at its clock tick (a few
-    ms), so only a whole run's sum of many calls means something, to a µs or two."""
+    """The kernel's part of the CPU (``used_cpu_sys``), µs per call: the median round's, so that
+    ``cpu - system`` is the user-space part. The kernel splits a process's CPU time between user
+    and system by sampling at its clock tick (a few ms): a round of a few thousand calls reads it
+    to a few µs, the median of ten or more rounds to about one."""
 
 
 def cpu_times(client: Any) -> tuple[float, float]:
@@ -97,10 +100,12 @@ def measure_server(
 ) -> list[Cost]:
     """The server's cost per call of each contender ``name: (call, command it sends)``; the
     first contender is the one the CPU ratios are taken against."""
+    if calls < 1 or rounds < 1 or not contenders:
+        raise ValueError("measure_server needs contenders and at least one round of one call")
     lowest: dict[str, float] = {}
     cpus: dict[str, list[float]] = {name: [] for name in contenders}
     ratios: dict[str, list[float]] = {name: [] for name in contenders}
-    system_seconds: dict[str, float] = dict.fromkeys(contenders, 0.0)
+    systems: dict[str, list[float]] = {name: [] for name in contenders}
     first = next(iter(contenders))
     for _ in range(rounds):
         reference = 0.0
@@ -109,25 +114,25 @@ def measure_server(
             for _ in range(calls):
                 call()
             calls_after, usec_after, user_after, sys_after = _reading(client, command)
-            executed = max(1, calls_after - calls_before)
-            lowest[name] = min(lowest.get(name, math.inf), (usec_after - usec_before) / executed)
-            system_seconds[name] += sys_after - sys_before
+            executed = calls_after - calls_before
+            usec = (usec_after - usec_before) / executed if executed > 0 else math.nan
+            lowest[name] = min(lowest[name], usec) if name in lowest else usec
+            systems[name].append((sys_after - sys_before) * 1e6 / calls)
             cpu = (user_after - user_before + sys_after - sys_before) * 1e6 / calls
             if name == first:
                 reference = cpu
             if reference > 0:  # (a round whose first contender read no CPU gives no ratio)
                 ratios[name].append(cpu / reference)
             cpus[name].append(cpu)
-    made = calls * rounds
     return [
         Cost(
             name,
             command,
-            made,
+            calls * rounds,
             lowest[name],
             median(cpus[name]),
             median(ratios[name] or [0.0]),
-            system_seconds[name] * 1e6 / made,
+            median(systems[name]),
         )
         for name, (_call, command) in contenders.items()
     ]

@@ -6,6 +6,8 @@ Speed is never asserted here (a shared, noisy machine); the benchmark itself sta
 from __future__ import annotations
 
 import json
+import math
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -277,19 +279,33 @@ def test_the_server_cost_benchmark_reports_every_strategy_against_incr(unix_sock
 
 
 class _ScriptedServer:
-    """``INFO`` of a server where each call of a contender costs known CPU and commandstats time:
-    `measure_server`'s arithmetic, without a real server's noise."""
+    """``INFO`` of a server where each call of a contender costs known CPU and commandstats time,
+    round by round: `measure_server`'s arithmetic, without a real server's noise."""
 
-    def __init__(self) -> None:
+    def __init__(self, calls_per_round: int) -> None:
+        self.per_round = calls_per_round
         self.user = self.sys = 0.0
         self.calls = {"incrby": 0, "evalsha": 0}
         self.usec = {"incrby": 0, "evalsha": 0}
 
-    def call(self, command: str, user_us: float, sys_us: float, usec: int) -> None:
-        self.user += user_us / 1e6
-        self.sys += sys_us / 1e6
-        self.calls[command] += 1
-        self.usec[command] += usec
+    def contender(
+        self, command: str, cpu: list[float], sys: list[float], usec: int
+    ) -> Callable[[], None]:
+        """A call of ``command`` costing ``cpu[r]`` µs of CPU, ``sys[r]`` of them the kernel's,
+        in round ``r``."""
+
+        made = 0
+
+        def call() -> None:
+            nonlocal made
+            round_ = made // self.per_round
+            made += 1
+            self.user += (cpu[round_] - sys[round_]) / 1e6
+            self.sys += sys[round_] / 1e6
+            self.calls[command] += 1
+            self.usec[command] += usec
+
+        return call
 
     def info(self, section: str) -> dict[str, Any]:
         if section == "cpu":
@@ -300,32 +316,31 @@ class _ScriptedServer:
         }
 
 
-def test_measure_server_takes_the_cpu_against_the_first_contender_and_sums_its_system_part() -> (
-    None
-):
-    server = _ScriptedServer()
-    rounds = iter(range(10_000))
-
-    def script() -> None:  # every third round's calls also pay a slow moment of the machine
-        server.call("evalsha", 14.0, 21.0 + 40.0 * (next(rounds) // 10 % 3 == 2), 6)
-
+def test_measure_server_keeps_the_median_round_and_the_median_of_the_ratios_within_rounds() -> None:
+    """Round 2 is a slow moment for both contenders, round 4 reads no CPU for the INCR (no ratio
+    from it). The median of the ratios within rounds (1.6) is neither the ratio of the medians
+    (37.5 / 25 = 1.5) nor of the lowest rounds (30 / 25 = 1.2)."""
+    server = _ScriptedServer(calls_per_round=10)
+    incr = server.contender("incrby", [25, 25, 50, 25, 0, 25], [20, 20, 40, 20, 0, 20], 1)
+    script = server.contender("evalsha", [35, 30, 100, 45, 35, 40], [21, 21, 61, 21, 22, 23], 6)
+    unknown = server.contender("incrby", [25] * 6, [20] * 6, 1)
     costs = server_info.measure_server(
         server,
-        {
-            "INCR": (lambda: server.call("incrby", 5.0, 20.0, 1), "incrby"),
-            "script": (script, "evalsha"),
-        },
+        {"INCR": (incr, "incrby"), "script": (script, "evalsha"), "miscounted": (unknown, "get")},
         calls=10,
-        rounds=5,
+        rounds=6,
     )
-    incr, scripted = costs
-    assert (incr.name, incr.command, incr.calls) == ("INCR", "incrby", 50)
-    assert incr.usec == pytest.approx(1.0) and scripted.usec == pytest.approx(6.0)
-    assert incr.cpu == pytest.approx(25.0) and incr.ratio == pytest.approx(1.0)
-    assert incr.system == pytest.approx(20.0)
-    assert scripted.cpu == pytest.approx(35.0), "the median round, not the slow one"
-    assert scripted.ratio == pytest.approx(1.4)
-    assert scripted.system == pytest.approx(29.0), "every round's, the slow one's (61) included"
+    first, scripted, miscounted = costs
+    assert (first.name, first.command, first.calls) == ("INCR", "incrby", 60)
+    assert first.usec == pytest.approx(1.0) and scripted.usec == pytest.approx(6.0)
+    assert first.cpu == pytest.approx(25.0) and first.ratio == pytest.approx(1.0)
+    assert first.system == pytest.approx(20.0)
+    assert scripted.cpu == pytest.approx(37.5), "the median round, not the lowest or the mean"
+    assert scripted.ratio == pytest.approx(1.6)
+    assert scripted.system == pytest.approx(21.5), "the median round's, not the mean (28.2)"
+    assert math.isnan(miscounted.usec), "a command that never showed up has no time"
+    with pytest.raises(ValueError):
+        server_info.measure_server(server, {"INCR": (incr, "incrby")}, calls=0, rounds=1)
 
 
 def test_the_callgrind_server_cost_counts_every_strategy_above_an_incr() -> None:

@@ -298,9 +298,10 @@ def test_a_state_missing_a_field_goes_on_after_the_ids_it_issued(
     backend: Backend, ids: RedisIds, lost: str
 ) -> None:
     """A state hash with a field deleted by hand: without its slot, the whole millisecond counts
-    as used; without its millisecond, the state counts as lost and heals from the last ID this
-    process saw. Either way the next IDs come after every ID issued, also from borrowed
-    milliseconds ahead of the clock, and the state is whole again."""
+    as used (before, a Lua error); without its millisecond, the state counts as lost and heals
+    from the last ID this process saw (as it did before). Either way the next IDs come after
+    every ID issued, also from borrowed milliseconds ahead of the clock, and the state is whole
+    again."""
     orders = ids.snowflake("orders")
     orders.next_id()
     ahead = int(backend.client.hget(orders.state_key, "ms") or 0) + 60_000
@@ -310,24 +311,31 @@ def test_a_state_missing_a_field_goes_on_after_the_ids_it_issued(
     after = [orders.next_id(), *orders.next_ids(3)]
     assert min(after) > max(before)
     assert backend.client.hlen(orders.state_key) == 3
+    assert orders.rewinds == ("ms" in lost), "a loss only where the millisecond went"
     if lost == "c":
         parts = orders.parse(after[0])
         assert (parts.ms - orders.layout.epoch_ms, parts.sequence) == (ahead + 1, 0)
 
 
-@pytest.mark.parametrize("left", ["c", "seen"])
+@pytest.mark.parametrize(
+    ("left", "shift_ms"),
+    [("c", -999), ("seen", -999), ("seen", -5000)],
+    ids=["slot-left", "seen-left", "seen-left-clock-far-behind"],
+)
 def test_a_state_without_its_millisecond_is_lost_not_new_for_a_new_process(
-    backend: Backend, left: str
+    backend: Backend, left: str, shift_ms: int
 ) -> None:
     """A process that has drawn nothing and has no floor starts a new namespace at its clock; a
-    state hash that still holds a field is not new: it heals ahead of the clock, so a clock
-    behind the IDs issued (within the tolerance) repeats none."""
+    state hash that still holds a field is not new: it heals (and says so) ahead of the clock, and
+    ahead of the latest time the state saw, so a clock behind the IDs issued, also by more than
+    the headroom, repeats none."""
     before = backend.ids().snowflake("orders").next_ids(300)
     state_key = backend.ids().snowflake("orders").state_key
     backend.client.hdel(state_key, *({"ms", "c", "seen"} - {left}))
     fresh = backend.ids().snowflake("orders")
-    with shift_time(fresh, -500):  # its clock is behind the last IDs, within the tolerance
+    with shift_time(fresh, shift_ms):
         after = fresh.next_ids(300)
+    assert fresh.rewinds == 1, "a heal, not a new namespace"
     assert min(after) > max(before)
 
 

@@ -145,6 +145,9 @@ elseif not last_ms or low or moved then
   if guard_ms > base then
     base = guard_ms
   end
+  if partial and seen and seen > base then
+    base = seen  -- (the state's last millisecond was at least the latest time it saw)
+  end
   local target = base + tonumber(ARGV[10])
   if not last_ms or last_ms < target then
     healed = last_ms and whole(last_ms) or '-'
