@@ -136,4 +136,6 @@ __all__ = [
     "redis_id_column",
     "register",
 ]
-__version__ = "0.1.0"
+__version__ = "0.2.0"
+"""The release, the one place it is written: the package metadata (and so ``pip`` and
+``sa-redis-ids --version``) read it from here."""

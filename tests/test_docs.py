@@ -187,37 +187,45 @@ def test_the_ci_runs_the_readmes_test_command() -> None:
     assert TEST_COMMAND in (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()
 
 
-def site_page(url: str) -> Path:
-    """The page under ``docs/`` that a URL of the site is built from."""
-    assert url.startswith(site_url()), url
-    path = url.removeprefix(site_url()).split("#")[0].strip("/")
-    candidates = [ROOT / "docs" / f"{path}.md", ROOT / "docs" / path / "index.md"]
-    found = [page for page in candidates if page.is_file()]
-    assert found, f"{url} is no page of the site"
-    return found[0]
+def project_urls() -> dict[str, str]:
+    section = re.search(r"^\[project\.urls\]\n(.*?)^\[", PYPROJECT.read_text("utf-8"), re.M | re.S)
+    assert section, "pyproject.toml has no [project.urls]"
+    return dict(re.findall(r'^(\w+) = "([^"]+)"$', section.group(1), re.M))
 
 
-def test_the_readme_links_to_the_site_so_they_work_on_a_package_index() -> None:
+def repository_file(url: str) -> Path:
+    """The file of this checkout that a URL into the repository (``Source``) shows."""
+    source = project_urls()["Source"].rstrip("/")
+    found = re.fullmatch(re.escape(source) + r"(?:/(?:blob|tree)/main/([^#?]+))?/?(?:#.*)?", url)
+    assert found, f"{url} does not lead into the repository {source}"
+    return ROOT / (found.group(1) or ".")
+
+
+def test_the_readme_links_into_the_repository_so_they_work_on_a_package_index() -> None:
     """The README is also the package's description on the index, where relative links lead
-    nowhere: it links to the documentation site, and every such link is a page of it."""
+    nowhere. Until a documentation site is hosted, it links to the pages in the repository
+    (every one a file of this checkout) and says how to build and serve the site locally; the
+    package's project URLs lead into the repository too, not to a site that does not exist."""
     text = README.read_text(encoding="utf-8")
     relative = [t for t in re.findall(r"\]\(([^)\s]+)\)", text) if not re.match(r"[a-z]+://", t)]
     assert relative == [], f"relative links in the README: {relative}"
     defined = dict(re.findall(r"^\[([^\]]+)\]:\s*(\S+)\s*$", text, re.M))
     used = set(re.findall(r"\]\[([^\]]+)\]", text))
     assert used and used <= set(defined), f"undefined references: {used - set(defined)}"
-    to_site = [url for url in [*defined.values(), *re.findall(r"\]\((\S+?)\)", text)]]
-    to_site = [url for url in to_site if urlsplit(url).hostname == urlsplit(site_url()).hostname]
-    assert len(to_site) >= 20
-    for url in to_site:
-        site_page(url)
-    assert site_page(defined["choosing"]).name == "choosing.md"
-    section = re.search(r"^\[project\.urls\]\n(.*?)^\[", PYPROJECT.read_text("utf-8"), re.M | re.S)
-    assert section, "pyproject.toml has no [project.urls]"
-    urls = dict(re.findall(r'^(\w+) = "([^"]+)"$', section.group(1), re.M))
+    links = [*defined.values(), *re.findall(r"\]\((\S+?)\)", text)]
+    pages = [repository_file(url) for url in links if "/docs/" in url]
+    assert len(pages) >= 18
+    for page in pages:
+        assert page.is_file() and page.suffix == ".md", page
+    assert repository_file(defined["choosing"]) == ROOT / "docs" / "choosing.md"
+    assert repository_file(defined["changelog"]) == ROOT / "CHANGELOG.md"
+    assert "mkdocs serve" in text and "'.[docs]'" in text, "the README says how to read the docs"
+    urls = project_urls()
     assert {"Homepage", "Documentation", "Source", "Changelog"} <= set(urls)
-    assert urls["Documentation"] == site_url()
-    assert site_page(urls["Changelog"]).name == "changelog.md"
+    assert "readthedocs" not in " ".join(urls.values()), "no hosted site exists yet"
+    assert repository_file(urls["Homepage"]) == ROOT
+    assert repository_file(urls["Documentation"]) == ROOT / "docs"
+    assert repository_file(urls["Changelog"]) == ROOT / "CHANGELOG.md"
 
 
 def test_the_readmes_and_pages_links_lead_somewhere() -> None:
