@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -15,7 +16,11 @@ import redis
 
 from sa_redis_ids import ConfigError, RedisIds
 from sa_redis_ids.cli import build_parser, main
+from sa_redis_ids.cli.demo import QUICKSTART_URL
 from tests.support.services import REDIS_URL
+
+ROOT = Path(__file__).resolve().parent.parent
+PYPROJECT = ROOT / "pyproject.toml"
 
 
 def test_demo_on_embedded_redis_and_sqlite_prints_rows(
@@ -44,6 +49,52 @@ def test_installed_script_runs_the_demo(tmp_path: Path) -> None:
     )
     assert result.returncode == 0, result.stderr
     assert "demo_events" in result.stdout
+
+
+DEMO_STEP_COMMAND = re.compile(r"sa-redis-ids (demo|next|parse)([^;\n]*)")
+
+
+def demo_next_steps(out: str) -> str:
+    head, found, steps = out.partition("\nNext steps:\n")
+    assert found and "demo_users" in head, out
+    return steps
+
+
+def test_the_demo_ends_with_next_steps_that_lead_somewhere(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The demo's last lines point to the quickstart (a page of these docs, at the project's
+    source address) and to running it on a real Redis; the commands they show run."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("SA_REDIS_IDS_URL", raising=False)
+    monkeypatch.delenv("SA_REDIS_IDS_DB_URL", raising=False)
+    assert main(["demo", "--rows", "1"]) == 0
+    out = capsys.readouterr().out
+    steps = demo_next_steps(out)
+    assert QUICKSTART_URL in steps
+    source = re.search(r'^Source = "([^"]+)"$', PYPROJECT.read_text("utf-8"), re.M)
+    assert source and QUICKSTART_URL.startswith(source.group(1) + "/blob/main/")
+    assert (ROOT / QUICKSTART_URL.removeprefix(source.group(1) + "/blob/main/")).is_file()
+    commands = {name: rest.split() for name, rest in DEMO_STEP_COMMAND.findall(steps)}
+    assert commands["demo"][:1] == ["--redis-url"] and commands["demo"][1].startswith("redis://")
+    assert main(["next", *commands["next"]]) == 0
+    assert len(capsys.readouterr().out.split()) == 5
+    snowflake = [line.split()[-3] for line in out.splitlines() if line.startswith("demo_orders")]
+    assert commands["parse"] == ["ID"] and len(snowflake) == 1
+    assert main(["parse", snowflake[0], "--strategy", "snowflake"]) == 0
+    assert "ms" in capsys.readouterr().out
+
+
+def test_the_demo_on_a_real_redis_points_to_the_users_database(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    redis_prefix: str,
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert main(["demo", "--rows", "1", "--redis-url", REDIS_URL, "--prefix", redis_prefix]) == 0
+    steps = demo_next_steps(capsys.readouterr().out)
+    assert "--db-url" in steps and "forgets" not in steps
 
 
 def test_next_prints_count_ids(capsys: pytest.CaptureFixture[str]) -> None:

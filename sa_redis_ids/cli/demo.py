@@ -14,11 +14,20 @@ from typing import Any
 from sqlalchemy import BigInteger, String, create_engine, insert, select
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 
-from sa_redis_ids.cli.options import add_db_option, add_redis_options, positive_int, redis_ids_from
+from sa_redis_ids.cli.options import (
+    add_db_option,
+    add_redis_options,
+    positive_int,
+    redis_ids_from,
+    redis_urls,
+)
 from sa_redis_ids.ids import RedisIds
 from sa_redis_ids.orm.default import redis_id
 
 DEFAULT_DB_URL = "sqlite:///sa_redis_ids_demo.sqlite3"
+
+QUICKSTART_URL = "https://github.com/sa-redis-ids/sa_redis_ids/blob/main/docs/quickstart.md"
+"""Where a newcomer goes after the demo (the docs' quickstart page, readable in the repository)."""
 
 
 @dataclass
@@ -156,7 +165,37 @@ def run(args: argparse.Namespace) -> int:
         session.commit()
         print_rows(session, tables)
     engine.dispose()
+    print_next_steps(on_real_redis=bool(redis_urls(args)) and not getattr(args, "embedded", False))
     return 0
+
+
+def next_steps(*, on_real_redis: bool) -> list[str]:
+    """What to try after the demo: the quickstart, the demo again on a real Redis (or, once it
+    ran on one, on the user's own database), and the commands that draw and decode IDs."""
+    if on_real_redis:
+        again = [
+            "  2. Run it on your own database as well:",
+            "     sa-redis-ids demo --redis-url URL --db-url postgresql+psycopg://user@host/db",
+        ]
+    else:
+        again = [
+            "  2. Run it on a real Redis (the embedded one forgets its IDs when the demo ends):",
+            "     sa-redis-ids demo --redis-url redis://localhost:6379/0",
+        ]
+    return [
+        "Next steps:",
+        "  1. Give your own models IDs: read the quickstart,",
+        f"     {QUICKSTART_URL}",
+        "     (or the whole site from a checkout: pip install -e '.[docs]' && mkdocs serve)",
+        *again,
+        "  3. Draw and decode IDs by hand: sa-redis-ids next users -n 5; sa-redis-ids parse ID",
+    ]
+
+
+def print_next_steps(*, on_real_redis: bool) -> None:
+    print()
+    for line in next_steps(on_real_redis=on_real_redis):
+        print(line)
 
 
 def print_rows(session: Session, tables: list[DemoTable]) -> None:
