@@ -278,3 +278,30 @@ def test_no_page_speaks_of_the_projects_history() -> None:
     for page in [README, *sorted((ROOT / "docs").rglob("*.md"))]:
         text = page.read_text(encoding="utf-8").lower()
         assert not re.search(r"\bseed 0\d\d\b", text), page
+
+
+RELEASE = re.compile(r"^## \[(\d+\.\d+\.\d+)\] - (\d{4}-\d{2}-\d{2})$", re.M)
+
+
+def test_the_changelog_dates_the_packages_version_and_repeats_no_line() -> None:
+    """The version is written once (``__version__``, which the package metadata reads), and the
+    changelog has a dated section for it below ``[Unreleased]``; every release is dated and
+    none lists one change twice."""
+    import sa_redis_ids
+
+    pyproject = PYPROJECT.read_text(encoding="utf-8")
+    assert (
+        'dynamic = ["version"]' in pyproject and "\nversion = " not in pyproject.split("[tool")[0]
+    )
+    assert 'version = { attr = "sa_redis_ids.__version__" }' in pyproject
+    text = (ROOT / "CHANGELOG.md").read_text(encoding="utf-8")
+    headings = re.findall(r"^## (.+)$", text, re.M)
+    assert headings[0] == "[Unreleased]", headings
+    releases = RELEASE.findall(text)
+    assert [f"[{version}] - {day}" for version, day in releases] == headings[1:], "undated"
+    assert releases[0][0] == sa_redis_ids.__version__
+    assert [day for _, day in releases] == sorted((day for _, day in releases), reverse=True)
+    for section in re.split(r"^## ", text, flags=re.M)[1:]:
+        bullets = re.findall(r"^- (.+(?:\n  .+)*)", section, re.M)
+        repeated = {b.split("\n")[0] for b in bullets if bullets.count(b) > 1}
+        assert repeated == set(), f"listed twice under {section.splitlines()[0]}: {repeated}"
