@@ -40,6 +40,7 @@ from sa_redis_ids.redis.connect import (
 )
 from sa_redis_ids.redis.nodes import Node, NodeSet
 from sa_redis_ids.redis.replication import DEFAULT_REPLICA_TIMEOUT, check_replica_options
+from sa_redis_ids.secret import Secret
 from sa_redis_ids.validation import check_bool, check_seconds
 
 G = TypeVar("G", bound=IdGenerator[Any])
@@ -519,11 +520,14 @@ class RedisIds(RedisIdsBase):
         floor: Floor | None = None,
         block: int | Buffering | None = None,
         headroom: int | None = None,
+        secret: bytes | str | Secret | None = None,
     ) -> DatePrefixedGenerator:
         """Integers ``<date prefix><day counter>`` of ``length`` digits, the day by Redis time in
         ``tz``; ``floor(day)`` seeds a missing day's counter above what is already used (under a
         Redlock), so a Redis that lost its data continues above the database. ``block=`` buffers
-        blocks in memory (one ``HINCRBY`` each); a block is dropped at its day's end."""
+        blocks in memory (one ``HINCRBY`` each); a block is dropped at its day's end. ``secret=``
+        (a key) hides each day's counter behind a keyed permutation of its digits
+        ([`Secret`][sa_redis_ids.secret.Secret])."""
         return self._make(
             "date_prefixed",
             namespace,
@@ -536,6 +540,7 @@ class RedisIds(RedisIdsBase):
             floor=floor,
             block=block,
             headroom=headroom,
+            secret=secret,
         )
 
     def daily_code(
@@ -548,11 +553,15 @@ class RedisIds(RedisIdsBase):
         grace_days: int = 2,
         floor: Floor | None = None,
         headroom: int | None = None,
+        secret: bytes | str | Secret | None = None,
         **deprecated: Any,
     ) -> DailyCodeGenerator:
         """Codes ``code_prefix + YYYYMMDD + digits-digit counter`` restarting at 1 every day (Redis
         time in ``tz``); each day's key expires ``grace_days`` after the day. ``floor`` as for
-        [`date_prefixed`][sa_redis_ids.RedisIds.date_prefixed]. (``prefix=`` is the older name of ``code_prefix=``: it warns.)"""
+        [`date_prefixed`][sa_redis_ids.RedisIds.date_prefixed]; ``secret=`` (a key) hides each
+        day's counter behind a keyed permutation of its digits
+        ([`Secret`][sa_redis_ids.secret.Secret]). (``prefix=`` is the older name of
+        ``code_prefix=``: it warns.)"""
         if "prefix" in deprecated and code_prefix != "IS":
             raise ConfigError(
                 "give code_prefix= only (prefix= is its older name)", namespace=namespace
@@ -568,6 +577,7 @@ class RedisIds(RedisIdsBase):
             grace_days=grace_days,
             floor=floor,
             headroom=headroom,
+            secret=secret,
             **deprecated,
         )
 

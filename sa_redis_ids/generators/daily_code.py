@@ -5,6 +5,11 @@
 has its own counter key, created atomically by the first call of the day and expiring
 ``grace_days`` after the day ends, so Redis does not fill up. A day whose counter reaches
 ``10^digits − 1`` raises `SequenceExhausted`: a code never grows a digit.
+
+``secret=`` (a key, see [`secret`][sa_redis_ids.secret]) writes each counter through the day's
+keyed permutation of ``1 … 10^digits − 1`` (see [`permute`][sa_redis_ids.generators.permute]):
+``IS202611277315`` instead of ``IS202611270042``, the same width, each code of the day still once,
+and ``parse`` (with the key) gives the counter back.
 """
 
 from __future__ import annotations
@@ -12,15 +17,20 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from datetime import date
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from sa_redis_ids.errors import ConfigError
 from sa_redis_ids.generators.base import check_int_option
 from sa_redis_ids.generators.day_counter import DatedGenerator, Floor, Locker
 from sa_redis_ids.generators.day_window import label_day
+from sa_redis_ids.generators.permute import counter_permutation, require_key
+from sa_redis_ids.secret import Secret, check_secret
 
 if TYPE_CHECKING:
-    from sa_redis_ids.redis.nodes import NodeSet
+    from collections.abc import Iterable
+
+    from sa_redis_ids.redis.nodes import Node, NodeSet
+    from sa_redis_ids.redis.plans import Plan
 
 MAX_PREFIX_LENGTH = 20
 MAX_DIGITS = 18
@@ -31,7 +41,8 @@ DAY_MS = 86_400_000
 
 @dataclass(frozen=True)
 class DailyCodeParts:
-    """A daily code decoded: prefix, day, counter, and which node issued it."""
+    """A daily code decoded: prefix, day, counter, and which node issued it (with ``secret=``,
+    the counter the code's digits hide)."""
 
     code: str
     prefix: str
@@ -100,7 +111,10 @@ class DailyCodeGenerator(DatedGenerator[str]):
         floor: Floor | None = None,
         locker: Locker | None = None,
         headroom: int | None = None,
+        secret: bytes | str | Secret | None = None,
     ):
+        self.secret: Secret | None = check_secret(secret)
+        """The key the counters are hidden with (None: written as they are)."""
         self.prefix = check_code_prefix(code_prefix)
         self.digits = check_int_option("digits", digits, low=1, high=MAX_DIGITS)
         self.grace_days = check_int_option("grace_days", grace_days, low=0, high=366)
@@ -117,6 +131,9 @@ class DailyCodeGenerator(DatedGenerator[str]):
             headroom=headroom,
         )
         self._set_headroom(self.counter_max // len(nodes))
+        self._cipher = counter_permutation(
+            self.secret, self.strategy, self.namespace, self.start, self.counter_max
+        )
 
     @property
     def max_value(self) -> int:
@@ -129,29 +146,54 @@ class DailyCodeGenerator(DatedGenerator[str]):
 
     @property
     def config(self) -> str:
-        return f"daily_code:prefix={self.prefix}:digits={self.digits}:tz={self.clock.tz_name}"
+        found = f"daily_code:prefix={self.prefix}:digits={self.digits}:tz={self.clock.tz_name}"
+        return found if self.secret is None else f"{found}:secret={self.secret.fingerprint}"
 
     def _store_key(self) -> str:
         return self.keys.key(self.strategy, "days")
 
     def compose(self, day: date, counter: int) -> str:
-        """The code of counter ``counter`` on ``day``."""
+        """The code of counter ``counter`` on ``day`` (with a secret: of a counter from 1)."""
         if not 0 <= counter <= self.counter_max:
             raise ValueError(f"counter {counter} does not fit {self.digits} digits")
+        if self._cipher is not None:
+            return self._compose(self._part(day), counter, 1, 1)[0]
         head: str = self._part(day)
         return f"{head}{counter:0{self.digits}d}"
 
     def compose_all(self, day: date, counters: range) -> list[str]:
+        if self._cipher is not None:
+            return self._compose(self._part(day), counters.start, len(counters), counters.step)
         head: str = self._part(day)
         digits = self.digits
         return [f"{head}{counter:0{digits}d}" for counter in counters]
 
-    def _day_part(self, day: date) -> str:
+    def day_bounds(self, day: date) -> tuple[str, str]:
+        """The lowest and highest code of ``day``, counters 0 and ``10^digits − 1`` (a secret
+        moves codes within the day, never out of it)."""
+        head = self._head(day)
+        return f"{head}{0:0{self.digits}d}", f"{head}{self.counter_max}"
+
+    def _head(self, day: date) -> str:
         """The code's head: the prefix and the day's ``YYYYMMDD``."""
         return f"{self.prefix}{day.year:04d}{day.month:02d}{day.day:02d}"
 
-    def _compose(self, part: str, first: int, n: int, step: int) -> list[str]:
+    def _day_part(self, day: date) -> Any:
+        """The code's head; with a secret, the head and the day (its permutation's tweak)."""
+        head = self._head(day)
+        return head if self._cipher is None else (head, day)
+
+    def _take_on(self, node: Node, n: int, *, timed: bool = False) -> Plan[Any]:
+        require_key(self._cipher, self.namespace)
+        return super()._take_on(node, n, timed=timed)
+
+    def _compose(self, part: Any, first: int, n: int, step: int) -> list[str]:
         digits = self.digits
+        cipher = self._cipher
+        if cipher is not None:
+            head, day = part
+            shown = cipher.day(day).encrypt_all(first, n, step)
+            return [f"{head}{counter:0{digits}d}" for counter in shown]
         if n == 1:
             return [f"{part}{first:0{digits}d}"]
         if digits <= TAIL_DIGITS or n < TAIL_SPAN // 10:
@@ -183,6 +225,8 @@ class DailyCodeGenerator(DatedGenerator[str]):
         counter = int(rest[8:])
         if counter < 1:
             raise ValueError(f"{code!r} has counter 0; counters start at 1")
+        if self._cipher is not None:
+            counter = self._cipher.day(day).decrypt(counter)
         return DailyCodeParts(
             code=code,
             prefix=self.prefix,
@@ -194,3 +238,21 @@ class DailyCodeGenerator(DatedGenerator[str]):
     def day_and_counter(self, value: str) -> tuple[date, int]:
         parts = self.parse(value)
         return parts.day, parts.counter
+
+    def highest_counter(self, day: date, values: Iterable[str]) -> int:
+        """The highest counter among the codes ``values`` of ``day`` (0 when none): what a floor
+        reads when the codes hide their counters. Other texts, and codes of other days or with
+        the digits 0, are passed over: this generator never issues them."""
+        head = self._head(day)
+        width = len(head) + self.digits
+        decrypt = None if self._cipher is None else self._cipher.day(day).decrypt
+        found = 0
+        for value in values:
+            if not (isinstance(value, str) and len(value) == width and value.startswith(head)):
+                continue
+            digits = value[len(head) :]
+            if not _DIGITS.fullmatch(digits) or int(digits) < 1:
+                continue
+            counter = int(digits) if decrypt is None else decrypt(int(digits))
+            found = max(found, counter)
+        return found

@@ -10,13 +10,18 @@ signed BIGINT (or 2^53 − 1 with ``js_safe``), capped by the format (``YY`` for
 A configuration must serve every day through `HORIZON` (the end of the ``YY`` century), else
 it is a [`ConfigError`][sa_redis_ids.ConfigError] at construction. ``max_value`` is the largest value of that last day;
 an exhausted day raises [`SequenceExhausted`][sa_redis_ids.SequenceExhausted] and never grows a digit.
+
+``secret=`` (a key, see [`secret`][sa_redis_ids.secret]) writes each counter through the day's
+keyed permutation of ``start … 10^k − 1`` (see [`permute`][sa_redis_ids.generators.permute]): the
+values of a day are the same set, each still once, in an order only the key holder can undo
+(``parse`` gives the counter back); the bounds above do not change.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo
 
 from sa_redis_ids.bounds import BIGINT_MAX, limit_for
@@ -25,11 +30,15 @@ from sa_redis_ids.errors import ConfigError, SequenceExhausted
 from sa_redis_ids.generators.base import check_int_option
 from sa_redis_ids.generators.day_counter import DatedGenerator, Floor, Locker
 from sa_redis_ids.generators.day_window import EMPTY_RANGE, aware_instant, day_label, day_start_ms
+from sa_redis_ids.generators.permute import counter_permutation, require_key
 from sa_redis_ids.redis.plans import Plan, planned
+from sa_redis_ids.secret import Secret, check_secret
 from sa_redis_ids.validation import check_bool
 
 if TYPE_CHECKING:
-    from sa_redis_ids.redis.nodes import NodeSet
+    from collections.abc import Iterable
+
+    from sa_redis_ids.redis.nodes import Node, NodeSet
 
 FORMATS: dict[str, int] = {"YYYYMMDD": 8, "YYMMDD": 6, "YYYYDDD": 7, "YYDDD": 5}
 """Each format and the digits its prefix takes."""
@@ -43,7 +52,8 @@ HORIZON = date(2099, 12, 31)
 
 @dataclass(frozen=True)
 class DatePrefixedParts:
-    """A date-prefixed value decoded: its day, its counter part, and which node issued it."""
+    """A date-prefixed value decoded: its day, its counter part, and which node issued it
+    (with ``secret=``, the counter its digits hide)."""
 
     value: int
     day: date
@@ -135,7 +145,10 @@ class DatePrefixedGenerator(BufferedGenerator[int], DatedGenerator[int]):
         locker: Locker | None = None,
         block: int | Buffering | None = None,
         headroom: int | None = None,
+        secret: bytes | str | Secret | None = None,
     ):
+        self.secret: Secret | None = check_secret(secret)
+        """The key the counters are hidden with (None: written as they are)."""
         if fmt not in FORMATS:
             raise ConfigError(f"fmt={fmt!r} is not a date format; use one of {', '.join(FORMATS)}")
         length = check_int_option("length", length, low=MIN_LENGTH, high=MAX_LENGTH)
@@ -170,7 +183,10 @@ class DatePrefixedGenerator(BufferedGenerator[int], DatedGenerator[int]):
             locker=locker,
             headroom=headroom,
         )
-        self._max_value = self.compose(found, self._scale - 1)
+        self._cipher = counter_permutation(
+            self.secret, self.strategy, self.namespace, self.start, self.counter_max
+        )
+        self._max_value = self._plain(found, self._scale - 1)
         fetch, clock = day_source(self)
         self._use_buffer(block, fetch, capacity=self.capacity_per_day, clock=clock, expiring=True)
         self._set_headroom(
@@ -204,10 +220,11 @@ class DatePrefixedGenerator(BufferedGenerator[int], DatedGenerator[int]):
 
     @property
     def config(self) -> str:
-        return (
+        found = (
             f"date_prefixed:fmt={self.fmt}:length={self.length}:start={self.start}"
             f":tz={self.clock.tz_name}"
         )
+        return found if self.secret is None else f"{found}:secret={self.secret.fingerprint}"
 
     def _store_key(self) -> str:
         return self.keys.key(self.strategy)
@@ -265,7 +282,7 @@ class DatePrefixedGenerator(BufferedGenerator[int], DatedGenerator[int]):
                 namespace=self.namespace,
             )
         first_day, last_day = max(first_day, low_day), min(last_day, high_day)
-        return self.compose(first_day, self.start), self.compose(last_day, self._scale - 1)
+        return self._plain(first_day, self.start), self._plain(last_day, self._scale - 1)
 
     @staticmethod
     def _range_day(
@@ -296,21 +313,49 @@ class DatePrefixedGenerator(BufferedGenerator[int], DatedGenerator[int]):
             )
 
     def compose(self, day: date, counter: int) -> int:
-        """The value of counter part ``counter`` on ``day``."""
+        """The value of counter part ``counter`` on ``day`` (with a secret: of a counter from
+        ``start``)."""
         if not 0 <= counter < self._scale:
             raise ValueError(f"counter {counter} does not fit {self.counter_digits} digits")
+        if self._cipher is not None:
+            return self._compose(self._part(day), counter, 1, 1)[0]
         base: int = self._part(day)
         return base + counter
 
     def compose_all(self, day: date, counters: range) -> list[int]:
+        if self._cipher is not None:
+            return self._compose(self._part(day), counters.start, len(counters), counters.step)
         base: int = self._part(day)
         return list(range(base + counters.start, base + counters.stop, counters.step))
 
-    def _day_part(self, day: date) -> int:
+    def _plain(self, day: date, digits: int) -> int:
+        """The value of ``day`` whose counter digits are ``digits`` (no secret applied)."""
+        return self._base(day) + digits
+
+    def day_bounds(self, day: date) -> tuple[int, int]:
+        """The lowest and highest value of ``day``, counter digits all 0 and all 9 (a secret
+        moves values within the day, never out of it)."""
+        return self._plain(day, 0), self._plain(day, self.counter_max)
+
+    def _base(self, day: date) -> int:
         """The day's prefix as a number, shifted above the counter digits."""
         return int(prefix_text(self.fmt, day)) * self._scale
 
-    def _compose(self, part: int, first: int, n: int, step: int) -> list[int]:
+    def _day_part(self, day: date) -> Any:
+        """The day's prefix as a number; with a secret, that number and the day (its
+        permutation's tweak)."""
+        base = self._base(day)
+        return base if self._cipher is None else (base, day)
+
+    def _take_on(self, node: Node, n: int, *, timed: bool = False) -> Plan[Any]:
+        require_key(self._cipher, self.namespace)
+        return super()._take_on(node, n, timed=timed)
+
+    def _compose(self, part: Any, first: int, n: int, step: int) -> list[int]:
+        cipher = self._cipher
+        if cipher is not None:
+            base, day = part
+            return [base + shown for shown in cipher.day(day).encrypt_all(first, n, step)]
         base = part + first
         return [base] if n == 1 else list(range(base, base + n * step, step))
 
@@ -329,6 +374,8 @@ class DatePrefixedGenerator(BufferedGenerator[int], DatedGenerator[int]):
         counter = int(text[width:])
         if counter < self.start:
             raise ValueError(f"{value} has counter {counter}, below start={self.start}")
+        if self._cipher is not None:
+            counter = self._cipher.day(day).decrypt(counter)
         return DatePrefixedParts(
             value=value,
             day=day,
@@ -339,3 +386,19 @@ class DatePrefixedGenerator(BufferedGenerator[int], DatedGenerator[int]):
     def day_and_counter(self, value: int) -> tuple[date, int]:
         parts = self.parse(value)
         return parts.day, parts.counter
+
+    def highest_counter(self, day: date, values: Iterable[int]) -> int:
+        """The highest counter among the values ``values`` of ``day`` (0 when none): what a
+        floor reads when the values hide their counters. Values of other days, or whose counter
+        digits are below ``start``, are passed over: this generator never issues them."""
+        low = self._plain(day, self.start)
+        high = self._plain(day, self.counter_max)
+        base = self._base(day)
+        decrypt = None if self._cipher is None else self._cipher.day(day).decrypt
+        found = 0
+        for value in values:
+            if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+                continue
+            counter = value - base if decrypt is None else decrypt(value - base)
+            found = max(found, counter)
+        return found
