@@ -322,16 +322,25 @@ class ShortIdGenerator(IdGenerator[int]):
         """The value of ``node``'s bit ``bit``."""
         return self.offset + bit * node.count + node.index
 
-    def _take_plan(self, n: int) -> Plan[list[int]]:
+    def _take_plan(self, n: int, *, in_runs: bool = True) -> Plan[list[int]]:
         try:
-            return (yield from self._call_plan(lambda node: self._take_on(node, n)))
+            return (
+                yield from self._call_plan(lambda node: self._take_on(node, n, in_runs=in_runs))
+            )
         except SequenceExhausted:
             if len(self._nodes) == 1:
                 raise
-            return (yield from self._take_spread(n))
+            return (yield from self._take_spread(n, in_runs=in_runs))
 
-    def _take_on(self, node: Node, n: int) -> Plan[list[int]]:
-        """``n`` random free values of ``node``'s share (all or none)."""
+    def _take_batch_plan(self, sizes: list[int]) -> Plan[list[int]]:
+        """One call for requests of ``sizes``: runs of consecutive positions only when every
+        request asked for `SPAN_MIN` or more, so the values of requests that would each have
+        drawn value by value (a single ``next_id()``) stay independent random positions."""
+        return self._take_plan(sum(sizes), in_runs=min(sizes) >= SPAN_MIN)
+
+    def _take_on(self, node: Node, n: int, *, in_runs: bool = True) -> Plan[list[int]]:
+        """``n`` random free values of ``node``'s share (all or none); ``in_runs``: a batch of
+        `SPAN_MIN` or more may take runs of consecutive positions (see ``SPAN_BYTES``)."""
         index = node.index
         call = self._calls[index]
         high = self.high
@@ -340,7 +349,7 @@ class ShortIdGenerator(IdGenerator[int]):
             # once per process and node, at first use: the table's values taken on the node
             yield from self._with_floor_read_once(node, lambda: self._first_merge(node))
         generations = self._generations
-        span = SPAN_BYTES if n >= SPAN_MIN else 0
+        span = SPAN_BYTES if in_runs and n >= SPAN_MIN else 0
         tries = -(-n // (SPAN_BYTES * 8)) * 2 + 4 if span else n
         for _ in range(HEAL_ATTEMPTS):
             generation_sent = generations[index]
@@ -372,14 +381,7 @@ class ShortIdGenerator(IdGenerator[int]):
                     reply, namespace=self.namespace, node=node, claim=call.claim
                 )
             except NeedsFloor as exc:
-                # lost: this process found the loss; it reads the floor and starts a new
-                # generation, so every other process marks its own positions again at its
-                # next call. Otherwise another process healed: mark our own positions.
-                lost = exc.detail[-1] == "1"
-                if lost and has_floor:
-                    yield from self._merge_floor(node, rewound=True)
-                else:
-                    yield from self._heal(node, floor=False, rewound=lost)
+                yield from self._recover(node, lost=exc.detail[-1] == "1", has_floor=has_floor)
                 high.identities[index] = exc.detail[-2]
                 continue
             first, step = self.offset + index, node.count
@@ -430,19 +432,35 @@ class ShortIdGenerator(IdGenerator[int]):
                 self._generations[index] = STALE
                 self._missed[index] = True
 
+    def _recover(self, node: Node, *, lost: bool, has_floor: bool) -> Plan[None]:
+        """Heal ``node`` after a script refused to take (or mark) there.
+
+        ``lost``: this process found the loss; it reads the floor and starts a new generation,
+        so every other process marks its own positions again at its next call. Otherwise
+        another process healed (a new generation): this one marks its own positions and, with
+        a floor, sees that the floor is merged into the new state too (the healer may have had
+        none, e.g. a process that never flushed, or a heal that found the bitmap missing).
+        """
+        if has_floor:
+            yield from self._merge_floor(node, rewound=lost, own=not lost)
+        else:
+            yield from self._heal(node, floor=False, rewound=lost)
+
     def _first_merge(self, node: Node) -> Plan[None]:
         """The floor's values taken on ``node`` unless another call of this process saw to it."""
         if not self.high.consulted(node.index):
             yield from self._merge_floor(node, rewound=False)
 
-    def _merge_floor(self, node: Node, *, rewound: bool) -> Plan[None]:
+    def _merge_floor(self, node: Node, *, rewound: bool, own: bool = False) -> Plan[None]:
         """See that the floor is merged into ``node``'s bitmap in its current state: merged
         already (the node's marker says so), merged by this process (it claims the merge), or
         merged by another (this process waits); see the module docstring.
 
         ``rewound``: this process found the node lost or rewound; it then also marks its own
         positions taken again and starts a new generation (see ``_heal``), carrying the
-        marker over to it when the floor was already merged.
+        marker over to it when the floor was already merged (and the bitmap it was merged
+        into is still there). ``own``: another process started a new generation; this one
+        marks its own positions again, with the floor when the marker does not vouch for it.
         """
         index = node.index
         keys = self._calls[index].floor_keys
@@ -458,14 +476,23 @@ class ShortIdGenerator(IdGenerator[int]):
             waited += FLOOR_POLL_S
         if status == "merged":
             if rewound:
-                generation = yield from self._heal(node, floor=False, rewound=True)
+                generation, existed = yield from self._heal(node, floor=False, rewound=True)
+                if not existed:  # the bitmap vanished since the check, and the merge with it
+                    generation, _ = yield from self._heal(node, floor=True, rewound=True)
+                    found = ""
                 yield from self._floor_marker(
                     node, keys, ["done", token, identity, generation, found]
                 )
+            elif own:
+                yield from self._heal(node, floor=False)
+            else:
+                with self.high.records:  # a process that took nothing yet starts in this state
+                    if not self._generations[index]:
+                        self._generations[index] = found
             self.high.set_consulted(index)
             return
         try:
-            generation = yield from self._heal(node, floor=True, rewound=rewound)
+            generation, _ = yield from self._heal(node, floor=True, rewound=rewound)
         except Exception:
             if status == "claimed":  # the others need not wait for a merge that failed
                 with contextlib.suppress(Exception):
@@ -481,14 +508,17 @@ class ShortIdGenerator(IdGenerator[int]):
         status, identity, generation = check_reply(reply, namespace=self.namespace, node=node)
         return reply_text(status), reply_text(identity), reply_text(generation)
 
-    def _heal(self, node: Node, *, floor: bool, rewound: bool = False) -> Plan[str]:
+    def _heal(self, node: Node, *, floor: bool, rewound: bool = False) -> Plan[tuple[str, bool]]:
         """Mark taken on ``node`` every position this process took and, with ``floor``, every
         value of the floor in ``node``'s share; raise the node's total to this process's mark.
 
         ``rewound``: this process found the loss (the total was below its mark), so the heal
         starts a new generation and every other process marks its own positions again at its
         next call; a process that only saw another generation adopts it after marking its own.
-        Answers the generation the node has after the heal.
+        A heal that was not for a loss but finds the bitmap lost (missing beside a total or a
+        generation) heals again as for one, with the floor if the generator has one.
+        Answers the generation the node has after the heal, and whether the bitmap existed
+        before it.
         """
         index = node.index
         call = self._calls[index]
@@ -501,29 +531,32 @@ class ShortIdGenerator(IdGenerator[int]):
             self._generations[index] = STALE
             self._missed[index] = False
         guard = str(self.high.mark(index) or 0)
-        rotate = secrets.token_hex(8) if rewound else ""
-        added = 0
-        batches: list[list[Any]] = [[]]
-        size = 0
-        for offset, data in known.pieces():
-            if size >= HEAL_BYTES:
-                batches.append([])
-                size = 0
-            batches[-1] += [offset, data]
-            size += len(data)
-        generation: Any = ""
-        for batch in batches:
-            reply = yield Run(
-                node,
-                "short_id_heal",
-                call.heal_keys,
-                [call.head[0], guard, rotate, secrets.token_hex(8), *batch],
-            )
-            changed, generation = check_reply(
-                reply, namespace=self.namespace, node=node, claim=call.claim
-            )
-            added += int(changed)
-            rotate = ""
+        existed: bool | None = None
+        while True:
+            rotate = secrets.token_hex(8) if rewound else ""
+            added = 0
+            generation: Any = ""
+            try:
+                for batch in self._heal_batches(known):
+                    reply = yield Run(
+                        node,
+                        "short_id_heal",
+                        call.heal_keys,
+                        [call.head[0], guard, rotate, secrets.token_hex(8), *batch],
+                    )
+                    changed, generation, was = check_reply(
+                        reply, namespace=self.namespace, node=node, claim=call.claim
+                    )
+                    if existed is None:
+                        existed = reply_text(was) == "1"
+                    added += int(changed)
+                    rotate = ""
+                break
+            except NeedsFloor:  # lost since this process last looked: heal it as a loss
+                existed, rewound = False, True
+                if not floor and self._floor is not None:
+                    floor = True
+                    yield from self._read_floor(node, known)
         with self.high.records:
             if not self._missed[index]:
                 self._generations[index] = reply_text(generation)
@@ -535,7 +568,21 @@ class ShortIdGenerator(IdGenerator[int]):
                 "lost or rewound",
                 f"a bitmap with {added} positions marked taken again",
             )
-        return reply_text(generation)
+        return reply_text(generation), bool(existed)
+
+    @staticmethod
+    def _heal_batches(known: TakenPositions) -> list[list[Any]]:
+        """The heal script's arguments for ``known``: byte offsets and bytes, about
+        `HEAL_BYTES` per round trip (at least one batch, maybe empty)."""
+        batches: list[list[Any]] = [[]]
+        size = 0
+        for offset, data in known.pieces():
+            if size >= HEAL_BYTES:
+                batches.append([])
+                size = 0
+            batches[-1] += [offset, data]
+            size += len(data)
+        return batches
 
     def _read_floor(self, node: Node, known: TakenPositions) -> Plan[None]:
         """Add to ``known`` the positions of ``node``'s share among the floor's values, streamed
@@ -574,7 +621,7 @@ class ShortIdGenerator(IdGenerator[int]):
             if (value - low) % count == index:
                 yield (value - low) // count
 
-    def _take_spread(self, n: int) -> Plan[list[int]]:
+    def _take_spread(self, n: int, *, in_runs: bool = True) -> Plan[list[int]]:
         """Near a full pool the node in turn may have too little left: take what each node has.
 
         Several round trips; all or nothing: if the nodes together cannot give ``n`` values, the
@@ -590,7 +637,7 @@ class ShortIdGenerator(IdGenerator[int]):
                 count = min(want, self.share_size(node) - used)
                 if count > 0:
                     taken += yield from self._nodes.on_plan(
-                        node, self.namespace, partial(self._take_on, n=count)
+                        node, self.namespace, partial(self._take_on, n=count, in_runs=in_runs)
                     )
             except (SequenceExhausted, RedisUnavailable):
                 continue  # taken meanwhile by another process, or down: try the next node
@@ -632,15 +679,41 @@ class ShortIdGenerator(IdGenerator[int]):
         return changed
 
     def _mark_on(self, node: Node, positions: list[int], bit: int) -> Plan[int]:
-        call = self._calls[node.index]
-        reply = yield Run(
-            node,
-            "short_id_mark",
-            (*call.keys[:2], self.identity_key),
-            [call.head[0], bit, *positions],
+        """Set ``positions`` of ``node`` to ``bit``; how many changed. A bitmap that was lost
+        is healed first (as a take heals it), never re-created by the marks alone: a re-created
+        bitmap would hide the loss from every process."""
+        index = node.index
+        call = self._calls[index]
+        high = self.high
+        has_floor = self._floor is not None
+        if has_floor and not high.consulted(index):
+            yield from self._with_floor_read_once(node, lambda: self._first_merge(node))
+        for _ in range(HEAL_ATTEMPTS):
+            reply = yield Run(
+                node,
+                "short_id_mark",
+                (*call.keys[:2], self.identity_key, self.total_key, self.generation_key),
+                [
+                    call.head[0],
+                    bit,
+                    high.mark(index) or 0,
+                    b"1" if has_floor else b"0",
+                    secrets.token_hex(8),
+                    *positions,
+                ],
+            )
+            try:
+                (count,) = check_reply(reply, namespace=self.namespace, node=node, claim=call.claim)
+            except NeedsFloor:
+                yield from self._recover(node, lost=True, has_floor=has_floor)
+                continue
+            return int(count)
+        raise RedisUnavailable(
+            f"the node's bitmap was lost again {HEAL_ATTEMPTS} times while this call healed "
+            "it; try again",
+            namespace=self.namespace,
+            node=node.name,
         )
-        (count,) = check_reply(reply, namespace=self.namespace, node=node, claim=call.claim)
-        return int(count)
 
     @planned
     def release(self, value: int) -> Plan[bool]:

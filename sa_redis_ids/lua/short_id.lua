@@ -31,17 +31,19 @@
 --          {1, positions taken}     the share has fewer free positions than asked: nothing taken
 --          {2, recorded claim}      node claim mismatch: nothing taken
 --          {6, total or "", generation or "", identity, lost}  the bitmap must be healed
---                                   first (short_id_heal.lua): lost is "1" when the total or
---                                   the bitmap is missing, the total is below the guard, or the
---                                   node moved; "0" when only the generation is not the
---                                   one this process saw (another process healed); nothing taken
+--                                   first (short_id_heal.lua): lost is "1" when the total is
+--                                   missing (with a guard or ARGV[6] "1") or below the guard,
+--                                   the bitmap is missing while the total or the generation
+--                                   says the pool was used, or the node moved; "0" when only
+--                                   the generation is not the one this process saw (another
+--                                   process healed); nothing taken
 --          total * bits + position, one integer, instead of ok_reply when one value was taken
 --                                   value by value by the fast path below (the generation and
 --                                   the identity are then the ones this process sent)
 
 -- The fast path of one value (n = 1, no span): the marker holds "identity claim" (one read checks
 -- both, see claim_and_identity), the total is there, at or past the guard, the generation is the
--- one this process saw, the bitmap exists (unless nothing was ever taken) and the random position
+-- one this process saw, the bitmap exists and the random position
 -- is free. It writes nothing unless it answers (a taken position is left as it was); anything
 -- else is handled in full below, from the same random bytes.
 -- The marker, the total and the generation are read with one MGET. (Constant arguments of
@@ -50,8 +52,7 @@ if ARGV[3] == '1' and ARGV[9] == '0' and ARGV[7] ~= '' then
   local found = redis.call('MGET', KEYS[5], KEYS[3], KEYS[4])
   local total, bits = found[2], ARGV[2] + 0
   if found[1] == ARGV[1] and total and found[3] == ARGV[7] and total + 0 >= ARGV[5] + 0
-      and (total + 1) * bits < 9007199254740992
-      and (total == '0' or redis.call('EXISTS', KEYS[1]) == 1) then
+      and (total + 1) * bits < 9007199254740992 and redis.call('EXISTS', KEYS[1]) == 1 then
     local a, b, c, d, e, f = string.byte(ARGV[4], 1, 6)
     local pos = (((((a * 256 + b) * 256 + c) * 256 + d) * 256 + e) * 256 + f) % bits
     if redis.call('SETBIT', KEYS[1], pos, '1') == 0 then
@@ -67,9 +68,11 @@ if recorded then
 end
 local total = redis.call('GET', KEYS[3])
 local generation = redis.call('GET', KEYS[4])
+-- A missing bitmap is lost when another key says the pool was used: a total above 0 or a
+-- generation (set by the first take, every heal and every reserve). Only a new pool has neither.
 local lost = (not total and (ARGV[5] ~= '0' or ARGV[6] == '1'))
   or (total and dec_gt(ARGV[5], total))
-  or (total and total ~= '0' and redis.call('EXISTS', KEYS[1]) == 0)
+  or (((total and total ~= '0') or generation) and redis.call('EXISTS', KEYS[1]) == 0)
   or moved
 if lost or (ARGV[7] ~= '' and generation ~= ARGV[7]) then
   return {6, total or '', generation or '', identity, lost and '1' or '0'}

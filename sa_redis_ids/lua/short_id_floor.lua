@@ -16,7 +16,8 @@
 --          started a new generation re-marked this process's positions without merging again
 -- Returns  {0, status, identity, generation}: check: "merged", "claimed" (this process merges now) or
 --          "busy" (another process merges); done: "recorded", or "stale" when the node's
---          identity or generation changed meanwhile (nothing recorded: the next check merges);
+--          identity or generation changed meanwhile or the bitmap is missing (nothing recorded:
+--          the next check merges);
 --          release: "released"
 -- A marker made before a restart from the server's own data (AOF or RDB) still counts: the bitmap
 -- it describes was kept with it; one made before a replica's promotion does not.
@@ -45,13 +46,11 @@ if ARGV[1] == 'check' then
 end
 local identity = node_identity_since(KEYS[5], ARGV[3])
 local status = 'stale'
+-- The marker is only valid beside the bitmap the merge went into (a heal always leaves one): a
+-- bitmap missing now was lost since, with the merge, and is not re-created here.
 if identity == ARGV[3] and generation == ARGV[4]
-    and (ARGV[5] == '' or marker == identity .. '|' .. ARGV[5]) then
-  if redis.call('EXISTS', KEYS[1]) == 0 then
-    -- a share the table has no value in: the marker is only valid beside a bitmap (an evicted
-    -- bitmap takes the merge with it), so create one with every position still free
-    redis.call('SETBIT', KEYS[1], 0, 0)
-  end
+    and (ARGV[5] == '' or marker == identity .. '|' .. ARGV[5])
+    and redis.call('EXISTS', KEYS[1]) == 1 then
   redis.call('SET', KEYS[3], identity .. '|' .. generation)
   status = 'recorded'
 end

@@ -101,6 +101,10 @@ class ColumnsFloor(ImpliedFloor):
         engines = [scope.engine(each.mapper) for each in columns]
         if any(engine is None for engine in engines):
             return None
+        for bound, engine in zip(columns, engines, strict=True):
+            if engine is not bound.engine:  # what reads outside a flush use from now on, even
+                bound.engine = engine  # when this flush finds the floor merged, unread
+                self._outside = None
         if not self.asynchronous and not all(can_block_on(e.dialect) for e in engines if e):
             return None
         return lambda *day: self._read([self._in_scope(scope, c) for c in columns], *day)
