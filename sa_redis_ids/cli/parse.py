@@ -17,6 +17,11 @@ Without ``--strategy`` the strategy is recognised from the value's shape. Each c
 * a sequence value: below 10^12 (a counter beyond that is not assumed);
 * a user's strategy: any value it decodes.
 
+Values that hide their counters (``secret=``) decode with the key: ``--secret-env NAME`` names the
+environment variable that holds it (the key never goes on the command line) and ``--namespace``
+the namespace that issued the value (each namespace has its own permutation); without them the
+digits are read as the counter.
+
 One plausible reading is printed with the strategy named. Several are all printed, each with its
 parts, with exit status 1 and a line asking for ``--strategy``; none is a one-line error naming
 what each strategy said.
@@ -40,10 +45,11 @@ from sa_redis_ids.cli.output import plain, print_json
 from sa_redis_ids.generators.abilities import Parseable
 from sa_redis_ids.generators.daily_code import DailyCodeGenerator
 from sa_redis_ids.generators.date_prefixed import FORMATS, MAX_LENGTH, DatePrefixedGenerator
-from sa_redis_ids.generators.registry import Strategy, strategies
+from sa_redis_ids.generators.registry import Context, Strategy, strategies, strategy
 from sa_redis_ids.generators.sequence import SequenceGenerator
 from sa_redis_ids.generators.snowflake import SnowflakeGenerator
 from sa_redis_ids.ids import RedisIds
+from sa_redis_ids.keys import validate_namespace
 
 DEFAULT_FORMAT = "YYYYMMDD"
 """The date-prefixed format tried first (the library's default)."""
@@ -118,6 +124,12 @@ def register(sub: Any) -> None:
         parse_only=True,
         title="generator options (default: the library's defaults)",
     )
+    parser.add_argument(
+        "--namespace",
+        default=None,
+        help="the namespace that issued VALUE: needed with --secret-env, as each namespace hides "
+        "its counters with its own permutation",
+    )
     parser.add_argument("--json", action="store_true", help=f"print one JSON object: {JSON_KEYS}")
     add_redis_options(parser)
     parser.set_defaults(run=run)
@@ -140,13 +152,29 @@ def _record(parts: Any) -> dict[str, Any]:
     return {field.name: plain(getattr(parts, field.name)) for field in dataclasses.fields(parts)}
 
 
-def _decode(ids: RedisIds, name: str, text: str, options: dict[str, Any]) -> tuple[Any, Any]:
-    """The generator of ``name`` and ``options`` and its parts of ``text`` (``ValueError``)."""
+def _no_lock(name: str, nodes: Any) -> Any:  # pragma: no cover - a decoding takes no lock
+    raise RuntimeError("decoding a value takes no lock")
+
+
+def _decode(
+    ids: RedisIds, name: str, text: str, options: dict[str, Any], namespace: str | None = None
+) -> tuple[Any, Any]:
+    """The generator of ``name`` and ``options`` and its parts of ``text`` (``ValueError``);
+    ``namespace``: the one that issued ``text`` (what a secret's permutation depends on)."""
+    if options.get("secret") is not None and namespace is None:
+        raise ValueError(
+            "--secret-env needs --namespace: each namespace hides its counters with its own "
+            "permutation"
+        )
     with warnings.catch_warnings():
         # Warnings about issuing IDs with these options (an old layout) do not concern decoding.
         warnings.simplefilter("ignore")
-        # A namespace per decoding: an instance keeps one generator per strategy and namespace.
-        generator = ids.generator(name, f"parse{next(_NAMESPACES)}", **options)
+        if namespace is None:
+            # A namespace per decoding: an instance keeps one generator per strategy and namespace.
+            generator = ids.generator(name, f"parse{next(_NAMESPACES)}", **options)
+        else:  # built outside the instance: several option sets may decode in this namespace
+            context = Context(ids.nodes, ids.prefix, _no_lock)
+            generator = strategy(name).build(context, validate_namespace(namespace), **options)
     value: Any = text if generator.python_type is str else _integer(text)
     if not isinstance(generator, Parseable):
         raise ValueError(f"a {name} generator cannot parse its values")
@@ -213,7 +241,10 @@ def readings(args: argparse.Namespace, ids: RedisIds) -> list[Reading]:
             found.append(Reading(chosen.name, {}, error=str(exc)))
             continue
         for group in _tries(chosen, args.value, given):
-            tried = [_reading(ids, chosen.name, args.value, options, given) for options in group]
+            tried = [
+                _reading(ids, chosen.name, args.value, options, given, args.namespace)
+                for options in group
+            ]
             found.extend(tried)
             if any(each.parts is not None and not each.implausible for each in tried):
                 break
@@ -221,11 +252,16 @@ def readings(args: argparse.Namespace, ids: RedisIds) -> list[Reading]:
 
 
 def _reading(
-    ids: RedisIds, name: str, text: str, options: dict[str, Any], given: dict[str, Any]
+    ids: RedisIds,
+    name: str,
+    text: str,
+    options: dict[str, Any],
+    given: dict[str, Any],
+    namespace: str | None = None,
 ) -> Reading:
     extra = {k: v for k, v in options.items() if k not in given}
     try:
-        generator, parts = _decode(ids, name, text, options)
+        generator, parts = _decode(ids, name, text, options, namespace)
     except ValueError as exc:
         return Reading(name, extra, error=str(exc))
     return Reading(name, extra, _record(parts), implausible=_implausible(generator, parts))
@@ -246,7 +282,7 @@ def run(args: argparse.Namespace) -> int:
         ids = redis_ids_from(args)
         if args.strategy is not None:
             options = given_options(args, args.strategy)
-            _, parts = _decode(ids, args.strategy, args.value, options)
+            _, parts = _decode(ids, args.strategy, args.value, options, args.namespace)
             return _show(args, args.strategy, _record(parts), recognised=False)
         found = readings(args, ids)
     except ValueError as exc:

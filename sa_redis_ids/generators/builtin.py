@@ -23,6 +23,7 @@ from sa_redis_ids.generators.snowflake import (
     SnowflakeLayout,
     resolve_layout,
 )
+from sa_redis_ids.secret import secret_option
 
 
 def _user_stacklevel() -> int:
@@ -114,6 +115,13 @@ def date_format(text: str) -> str:
 
 
 JS_SAFE = OptionSpec("--js-safe", "js_safe", "at most 2^53-1", parse=switch)
+SECRET = OptionSpec(
+    "--secret-env",
+    "secret",
+    "the environment variable holding the key of secret= (the key itself never goes on the "
+    "command line)",
+    parse=secret_option,
+)
 
 
 @dataclass(frozen=True)
@@ -167,6 +175,7 @@ BUILTIN: dict[str, Builtin] = {
             OptionSpec("--start", "start", "first counter of a day", parse=integer),
             OptionSpec("--tz", "tz", "time zone of the days (library default UTC)"),
             JS_SAFE,
+            SECRET,
         ),
     ),
     "daily_code": Builtin(
@@ -178,6 +187,7 @@ BUILTIN: dict[str, Builtin] = {
             ),
             OptionSpec("--digits", "digits", "counter digits", parse=integer),
             OptionSpec("--tz", "tz", "time zone of the days (library default Asia/Shanghai)"),
+            SECRET,
         ),
     ),
 }

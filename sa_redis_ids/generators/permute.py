@@ -58,6 +58,14 @@ class HiddenCounters(Protocol):
         values of ``day`` cannot collide with any this generator issues and are passed over."""
         ...
 
+    def day_bounds(self, day: date) -> tuple[Any, Any]:
+        """The lowest and highest value of ``day`` (the range a floor reads)."""
+        ...
+
+    def compose(self, day: date, counter: int) -> Any:
+        """The value of ``counter`` on ``day`` (as issued: hidden)."""
+        ...
+
 
 def hides_counters(generator: object) -> bool:
     """Whether ``generator``'s values hide their counters (a secret is set)."""
@@ -190,6 +198,18 @@ def counter_permutation(
     if secret is None:
         return None
     return CounterPermutation(secret, f"{strategy}:{namespace}", low, high)
+
+
+def check_key(generator: object) -> None:
+    """Refuse ``generator`` for work that decodes its values (reseeding) when its values hide
+    their counters and only the secret's fingerprint is known."""
+    secret = generator.secret if isinstance(generator, HiddenCounters) else None
+    if secret is not None and not secret.has_key:
+        raise ConfigError(
+            f"the values hide their counters behind the secret {secret.fingerprint}: reading "
+            "them needs the key (secret=..., or --secret-env on the command line)",
+            namespace=getattr(generator, "namespace", None),
+        )
 
 
 def require_key(permutation: CounterPermutation | None, namespace: str) -> None:

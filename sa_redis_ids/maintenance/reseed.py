@@ -13,7 +13,8 @@ Which treatment a generator gets depends on its abilities
 * a **date-keyed** generator (``DayKeyed`` and ``Reseedable``: DatePrefixed, DailyCode): the maximum of every day in the table,
   newest first. Each day is one indexed ``MAX`` query below the previous day's lowest value, so only
   the days actually present are visited. Days at or before the purge marker are skipped: maintenance
-  removed them for good and no generator can issue them again;
+  removed them for good and no generator can issue them again. Values that hide their counters
+  (``secret=``) are all read for each day (streamed) to find the day's highest counter;
 * a **pool** (``Pool``: ShortId): every value is marked taken, in chunks.
 
 The generator must have the application's options: a node that records another claim for the
@@ -36,7 +37,9 @@ from sqlalchemy.exc import NoSuchTableError
 from sa_redis_ids.errors import ConfigError, DayPurged
 from sa_redis_ids.generators.abilities import DayKeyed, Pool, Reseedable
 from sa_redis_ids.generators.base import IdGenerator
+from sa_redis_ids.generators.permute import HiddenCounters, check_key, hides_counters
 from sa_redis_ids.maintenance.job import strategy_name
+from sa_redis_ids.orm.floor import hidden_day_floor
 
 RESERVE_CHUNK = 10_000
 """Values per ``reserve`` call when reseeding a ShortId pool."""
@@ -177,6 +180,7 @@ def reseed_from_table(
     """
     col = _column(bind, table, column)
     generator.check_claims()  # another node list or other options: refused before any query
+    check_key(generator)  # values that hide their counters are read with the key only
     report = ReseedReport(
         generator.namespace, strategy_name(generator), col.table.fullname, col.name, steps=[]
     )
@@ -316,6 +320,8 @@ def _reseed_days(
             return
         if marker is not None and day <= marker:
             step = ReseedStep(day, top, [], skipped=f"purged through {marker}")
+        elif (top := _day_top(generator, counters, conn, col, day, top)) is None:
+            step = ReseedStep(day, None, [], skipped="no value of this generator that day")
         else:
             try:
                 step = ReseedStep(day, top, _changes(counters.ensure_at_least(top)))
@@ -324,6 +330,23 @@ def _reseed_days(
         report.steps.append(step)
         walk.walked(step, len(report.steps), generator, conn, col, within, since)
         below = generator.day_bounds(day)[0]
+
+
+def _day_top(
+    generator: DayKeyed,
+    counters: Reseedable,
+    conn: Connection,
+    col: Column[Any],
+    day: date,
+    top: Any,
+) -> Any:
+    """The value to raise ``day``'s counters to: its maximum ``top``, or when the values hide
+    their counters (``secret=``) the value of the day's highest counter, found by reading every
+    value of the day; None when the day holds none of the generator's values."""
+    if not (isinstance(generator, HiddenCounters) and hides_counters(generator)):
+        return top
+    used = hidden_day_floor(conn, generator, col, day)
+    return None if used < counters.start else generator.compose(day, used)
 
 
 def _reserve_all(

@@ -10,7 +10,10 @@ was evicted, a failover went to a replica that was behind). What it reads depend
   ``prefix·10^k … prefix·10^k + 10^k − 1``, then the counter of that value;
 * DailyCode: ``MAX(column)`` among the codes ``prefix + YYYYMMDD + digits`` of that day (a range
   plus a length check, both index friendly), then the counter of that code;
-* ShortId: every value of the column inside the pool (streamed), which the generator marks taken.
+* ShortId: every value of the column inside the pool (streamed), which the generator marks taken;
+* DatePrefixed or DailyCode with ``secret=``: the day's highest value no longer holds its highest
+  counter, so every value of the day's range is read (streamed) and the generator finds their
+  highest counter with its key.
 
 The generator then continues above it (plus its ``headroom``), so no ID the table holds is issued
 again. Rows still uncommitted when Redis lost its data are invisible to the query; the headroom is
@@ -40,6 +43,7 @@ from sqlalchemy.types import Float, Integer, NullType, Numeric, String, TypeDeco
 from sa_redis_ids.errors import ConfigError
 from sa_redis_ids.generators.base import GeneratorFloor, IdGenerator
 from sa_redis_ids.generators.day_counter import DatedGenerator
+from sa_redis_ids.generators.permute import HiddenCounters, hides_counters
 from sa_redis_ids.generators.short_id import ShortIdGenerator
 
 ColumnRef = Any
@@ -163,11 +167,11 @@ def _day_floor(
     connection: Connection, generator: DatedGenerator[Any], column: Any, day: date
 ) -> int:
     """The highest counter ``column`` holds for ``day`` (0 when none)."""
+    if isinstance(generator, HiddenCounters) and hides_counters(generator):
+        return hidden_day_floor(connection, generator, column, day)
     low, high = generator.day_bounds(day)
-    statement = select(func.max(column)).where(column.between(low, high))
-    if isinstance(low, str):
-        statement = statement.where(func.length(column) == len(low))
-    found = connection.scalar(statement)
+    within = _day_range(column, low, high)
+    found = connection.scalar(select(func.max(column)).where(within))
     if found is None:
         return 0
     try:
@@ -179,6 +183,31 @@ def _day_floor(
     if found_day != day:  # pragma: no cover - the range only holds values of that day
         raise ValueError(f"{found!r} is not of {day}")
     return counter
+
+
+def _day_range(column: Any, low: Any, high: Any) -> Any:
+    """The condition on ``column`` of a day's values: a range, and a length for codes (both
+    index friendly)."""
+    within = column.between(low, high)
+    if isinstance(low, str):
+        within = within & (func.length(column) == len(low))
+    return within
+
+
+def hidden_day_floor(
+    connection: Connection, generator: HiddenCounters, column: Any, day: date
+) -> int:
+    """The highest counter ``column`` holds for ``day`` when the values hide their counters
+    (``secret=``): every value of the day's range is read, streamed, and decoded with the key."""
+    low, high = generator.day_bounds(day)
+    statement = select(column).where(_day_range(column, low, high))
+    rows = connection.execute(statement, execution_options={"yield_per": STREAM_ROWS})
+    try:
+        if isinstance(low, str):
+            return generator.highest_counter(day, (value for (value,) in rows))
+        return generator.highest_counter(day, (int(value) for (value,) in rows))
+    finally:
+        rows.close()
 
 
 def check_column_type(column: Any, generator: IdGenerator[Any]) -> None:
