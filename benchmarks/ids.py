@@ -11,7 +11,8 @@ ids``) measures, in one run on one Redis, each call timed alternately with a ``P
    ``uuid_utils.uuid7()`` (no Redis: the in-process floor); a plain in-process snowflake
    (``snowflake-id``, its worker number given by hand);
 3. per strategy present, ``next_id()`` and ``next_ids(1000)``: IDs/s, the median per-ID latency and
-   its ratio to ``PING``;
+   its ratio to ``PING``; a daily code with ``secret=`` against a plain one, called alternately
+   (``benchmarks.secret_codes``), for 4 and 9 digits;
 4. concurrency, unbuffered (``benchmarks.concurrency``): ``next_id()`` of one generator per
    strategy from 64 asyncio tasks and from 16 threads, against ``INCR`` from as many tasks
    (``redis.asyncio``) or threads (redis-py), in alternating rounds: IDs/s and the ratio to ``INCR``;
@@ -43,6 +44,7 @@ from typing import Any
 
 from sqlalchemy.engine import make_url
 
+from benchmarks import secret_codes
 from benchmarks.concurrency import Measured, measure_async, measure_threads, threads_seconds
 from benchmarks.report import (
     RESULTS,
@@ -609,7 +611,8 @@ def run(settings: Settings) -> dict[str, Any]:
     embedded = not settings.redis_url
     names = _available(ids)
     buffered = [name for name in BUFFERED if name in names]
-    steps = 2 + 6 + 2 * len(names) + 3 + 3 * len(buffered) + (1 if settings.orm_rows else 0)
+    hidden = "daily_code" in names
+    steps = 2 + 6 + 2 * len(names) + hidden + 3 + 3 * len(buffered) + bool(settings.orm_rows)
     progress = Progress(steps, quiet=settings.quiet)
     strategy_rows: list[Row] = []
     buffered_rows: list[Row] = []
@@ -664,6 +667,9 @@ def run(settings: Settings) -> dict[str, Any]:
             row.extra["speedup_vs_next_id"] = batch.ids_per_s / single.ids_per_s
             row.note = f"{row.extra['speedup_vs_next_id']:,.0f}× next_id()"
             strategy_rows.append(row)
+        if hidden:
+            progress.step("daily_code next_id() with secret=")
+            strategy_rows += _secret_rows(ids, settings, ping)
 
         progress.step(f"asyncio, {settings.async_tasks} tasks")
         if embedded:
@@ -725,6 +731,20 @@ def run(settings: Settings) -> dict[str, Any]:
     if embedded:
         result["machine"]["note"] = "embedded fakeredis: not a real round trip"
     return result
+
+
+def _secret_rows(ids: RedisIds, settings: Settings, ping: Timing) -> list[Row]:
+    """A daily code with ``secret=`` against a plain one, called alternately, per width."""
+    rows: list[Row] = []
+    for digits, mine, plain in secret_codes.measure(
+        ids, calls=settings.calls, budget_s=settings.budget_s
+    ):
+        row = _row("strategies", secret_codes.name(digits), "next_id() vs plain", mine, ping)
+        row.extra["vs_plain"] = mine.median_s / plain.median_s
+        row.extra["plain_median_call_us"] = plain.median_s * 1e6
+        row.note = f"{row.extra['vs_plain']:.3f}× a plain daily_code's next_id(), same run"
+        rows.append(row)
+    return rows
 
 
 def _row(group: str, strategy: str, mode: str, timing: Timing, ping: Timing) -> Row:
@@ -906,6 +926,7 @@ def targets(
     found += _concurrency_targets(thread_rows, "redis-py INCR", THREADS_VS_INCR_TARGET)
     found += _server_targets(server_rows)
     found += _batch_targets(batches)
+    found += secret_codes.targets(strategy_rows)
     return found
 
 

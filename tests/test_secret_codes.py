@@ -120,7 +120,7 @@ def test_the_round_function_is_hmac_sha256_of_the_round_and_the_half() -> None:
 def test_the_kept_round_values_of_a_small_range_are_only_a_cache() -> None:
     tabled = CounterPermutation(Secret(KEY), "dc:orders", 1, 9999).day(DAY)
     hashed = CounterPermutation(Secret(KEY), "dc:orders", 1, 9999).day(DAY)
-    hashed._tables = None  # every round hashes again
+    hashed._missing = -1  # no table: every round hashes
     assert tabled.half <= TABLE_MOST
     shown = [tabled.encrypt(c) for c in range(1, 500)]
     assert shown == [hashed.encrypt(c) for c in range(1, 500)]
@@ -411,3 +411,20 @@ def test_the_command_line_parses_with_the_key_from_the_environment(
     with pytest.raises(SystemExit):
         main(["parse", code, "--secret-env", "NOT_SET_ANYWHERE", "--namespace", "orders"])
     assert "NOT_SET_ANYWHERE holding the secret is not set" in capsys.readouterr().err
+
+
+def test_the_benchmark_times_a_secret_code_beside_a_plain_one() -> None:
+    """What ``benchmarks.secret_codes`` measures (speed is never asserted here)."""
+    from benchmarks import ids as bench
+    from benchmarks import secret_codes
+
+    measured = secret_codes.measure(RedisIds.embedded(), calls=20, budget_s=5.0)
+    assert [digits for digits, _, _ in measured] == list(secret_codes.DIGITS)
+    assert all(mine.calls == plain.calls == 20 for _, mine, plain in measured)
+    ping = measured[0][2]
+    rows = bench._secret_rows(RedisIds.embedded(), bench.Settings(calls=20), ping)
+    assert [row.strategy for row in rows] == [secret_codes.name(d) for d in secret_codes.DIGITS]
+    assert all(row.extra["vs_plain"] > 0 and "plain daily_code" in row.note for row in rows)
+    (target,) = secret_codes.targets(rows)
+    assert target["target"].startswith("daily_code next_id() with secret= (4 digits) <= 1.1×")
+    assert target["met"] == (target["measured"] <= secret_codes.SECRET_TARGET)

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-from array import array
 from collections.abc import Iterable
 from datetime import date
 from math import isqrt
@@ -103,9 +102,13 @@ class CounterPermutation:
 
 
 class DayPermutation:
-    """One day's bijection of ``[low, low + size)``: `encrypt` a counter, `decrypt` digits."""
+    """One day's bijection of ``[low, low + size)``: `encrypt` a counter, `decrypt` digits.
 
-    __slots__ = ("_inner", "_outer", "_tables", "half", "low", "size")
+    With a half of at most `TABLE_MOST`, each round's values are kept in a list as they are
+    computed (a filled one holds every value: then no round hashes any more). Threads may
+    compute a value twice, never two values: filling is idempotent."""
+
+    __slots__ = ("_inner", "_missing", "_outer", "_tables", "half", "low", "size")
 
     def __init__(self, key: bytes, low: int, size: int, half: int):
         self.low = low
@@ -121,9 +124,10 @@ class DayPermutation:
             state = inner.copy()
             state.update(bytes((i,)))
             self._inner.append(state)
-        self._tables: list[array[int]] | None = (
-            [array("q", [-1]) * half for _ in range(ROUNDS)] if half <= TABLE_MOST else None
-        )
+        tabled = half <= TABLE_MOST
+        self._tables: list[list[int]] = [[-1] * half for _ in range(ROUNDS)] if tabled else []
+        self._missing = ROUNDS * half if tabled else -1
+        """Round values still to compute (0: all kept; -1: none are kept, every round hashes)."""
 
     def _round(self, i: int, right: int) -> int:
         """``F_i(right)``: HMAC-SHA256 of the round's byte and the half, mod ``a``."""
@@ -133,33 +137,35 @@ class DayPermutation:
         outer.update(inner.digest())
         return int.from_bytes(outer.digest()[:8], "big") % self.half
 
+    def _value(self, i: int, right: int) -> int:
+        """``F_i(right)``, kept in round ``i``'s table when there is one."""
+        if self._missing < 0:
+            return self._round(i, right)
+        table = self._tables[i]
+        found = table[right]
+        if found < 0:
+            found = table[right] = self._round(i, right)
+            self._missing -= 1
+        return found
+
     def _forward(self, x: int) -> int:
         half = self.half
         left, right = divmod(x, half)
-        tables = self._tables
-        if tables is None:
-            for i in range(ROUNDS):
-                left, right = right, (left + self._round(i, right)) % half
+        if self._missing == 0:  # every round value is kept: look-ups only
+            for table in self._tables:
+                left, right = right, (left + table[right]) % half
         else:
-            for i, table in enumerate(tables):
-                f = table[right]
-                if f < 0:
-                    f = table[right] = self._round(i, right)
-                left, right = right, (left + f) % half
+            value = self._value
+            for i in range(ROUNDS):
+                left, right = right, (left + value(i, right)) % half
         return left * half + right
 
     def _backward(self, y: int) -> int:
         half = self.half
         left, right = divmod(y, half)
-        tables = self._tables
+        value = self._value
         for i in reversed(range(ROUNDS)):
-            if tables is None:
-                f = self._round(i, left)
-            else:
-                f = tables[i][left]
-                if f < 0:
-                    f = tables[i][left] = self._round(i, left)
-            left, right = (right - f) % half, left
+            left, right = (right - value(i, left)) % half, left
         return left * half + right
 
     def encrypt(self, counter: int) -> int:
@@ -177,6 +183,8 @@ class DayPermutation:
     def encrypt_all(self, first: int, n: int, step: int) -> list[int]:
         """The digits written for counters ``first, first + step, …`` (``n`` of them)."""
         encrypt = self.encrypt
+        if n == 1:
+            return [encrypt(first)]
         return [encrypt(c) for c in range(first, first + n * step, step)]
 
     def decrypt(self, shown: int) -> int:
