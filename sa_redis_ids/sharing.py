@@ -29,9 +29,19 @@ arrive while calls are in flight (or a batch of threads wakes) queue up:
   those that call again join the next batch), then one task makes the next call for the queued
   requests; its waiters are woken when the reply is in. State is kept per event loop.
 
-Errors: a call that fails fails each of its callers with the same exception (typed, as any
-call's). One exception: [`SequenceExhausted`][sa_redis_ids.SequenceExhausted] from a call for
-several callers sends each of them to try alone, so a counter near its end serves the requests
+A request carries what decides its values. What a caller's own call would read from where it
+runs (the floor a flush reads through its own connection) is captured in the caller's thread or
+task when it queues (`Carrier.capture`), and the call made for a batch runs under what its
+requests captured (`Carrier.serving`), never under the context of whichever thread or task
+happens to make it. A strategy decides how one call serves several requests
+(`take_plan` receives each request's size): short IDs of single requests stay independent random
+positions, as if each had called alone.
+
+Errors: a call that fails fails each of its callers with an exception of its own: a copy of the
+call's exception (same type, message and attributes), raised in the caller's thread or task and
+chained (``__cause__``) to the exception the call raised, so no caller's traceback holds another
+request's frames. One exception: [`SequenceExhausted`][sa_redis_ids.SequenceExhausted] from a call
+for several callers sends each of them to try alone, so a counter near its end serves the requests
 that still fit, as it would without sharing.
 
 Cancellation (asyncio): a waiting task cancelled before its request went out leaves the queue and
@@ -57,22 +67,82 @@ import threading
 import weakref
 from collections import deque
 from collections.abc import Callable
-from typing import Any, Generic, TypeVar
+from contextlib import AbstractContextManager
+from typing import Any, Generic, Protocol, TypeVar
 
 from sa_redis_ids.errors import SequenceExhausted
 from sa_redis_ids.redis.plans import Effect, Plan, run_plan, run_plan_async
 
 V = TypeVar("V")
 
+TakePlan = Callable[[list[int]], Plan[list[V]]]
+"""The plan of one call serving requests of the given sizes: the values of every request, in
+the order of the sizes (each request gets its slice)."""
+
+
+class Carrier(Protocol):
+    """What a generator's shared calls need to know of what decides a request's values."""
+
+    def capture(self) -> object:
+        """What decides a request's values, read in the requesting thread or task (quickly:
+        threads call it holding the shared calls' lock; it does no I/O)."""
+        ...
+
+    def serving(self, captured: list[object]) -> AbstractContextManager[object]:
+        """Run one call for requests that captured ``captured`` (in their order)."""
+        ...
+
+
+class _NoContext:
+    """The `Carrier` of shared calls whose requests carry nothing: every request decides alike."""
+
+    def capture(self) -> object:
+        return None
+
+    def serving(self, captured: list[object]) -> AbstractContextManager[object]:
+        return contextlib.nullcontext()
+
+
+NO_CONTEXT: Carrier = _NoContext()
+
+
+def own_error(shared: BaseException) -> BaseException:
+    """An exception of one caller's own for the ``shared`` exception of a call made for several:
+    the same type, arguments and attributes, no traceback yet, chained to ``shared``. Raising one
+    object in several threads or tasks would give each traceback the frames (and local
+    variables) of the callers that raised it before."""
+    cls = type(shared)
+    try:
+        copy = cls.__new__(cls, *shared.args)
+        copy.args = shared.args
+        copy.__dict__.update(shared.__dict__)
+    except Exception:  # an exception type that cannot be rebuilt this way: raise the shared one
+        return shared
+    copy.__cause__ = shared
+    return copy
+
 
 class _Request(Generic[V]):
     """One waiting caller's request: how many values, and what its shared call answered."""
 
-    __slots__ = ("alone", "error", "n", "next", "passed", "taken", "values", "wake", "woken")
+    __slots__ = (
+        "alone",
+        "context",
+        "error",
+        "n",
+        "next",
+        "passed",
+        "taken",
+        "values",
+        "wake",
+        "woken",
+    )
 
-    def __init__(self, n: int, wake: Any):
+    def __init__(self, n: int, wake: Any, context: object = None):
         self.n = n
         self.wake = wake
+        self.context = context
+        """What decides its values, captured in its own thread or task (see `Carrier`)."""
         """What the waiter blocks on: a locked ``threading.Lock`` or an ``asyncio.Future``."""
         self.values: list[V] | None = None
         self.error: BaseException | None = None
@@ -88,18 +158,22 @@ class _Request(Generic[V]):
         """The last thread of its chain counted the chain off (threads; see `SharedCalls._woken`)."""
 
     def outcome(self) -> list[V] | None:
-        """The values, or raise the shared call's error; ``None``: the caller must call alone."""
+        """The values, or raise the shared call's error (a copy of its own, see `own_error`);
+        ``None``: the caller must call alone."""
         if self.error is not None:
-            raise self.error
+            raise own_error(self.error)
         return None if self.alone else self.values
 
 
 class _Sharing(Generic[V]):
     """What the thread and asyncio forms share: the queue, batching, and answering a batch."""
 
-    def __init__(self, take_plan: Callable[[int], Plan[list[V]]], *, most: int, slots: int):
+    def __init__(
+        self, take_plan: TakePlan[V], carrier: Carrier = NO_CONTEXT, *, most: int, slots: int
+    ):
         self._take_plan = take_plan
-        """The strategy's plan fetching ``n`` values in one round trip."""
+        """The strategy's plan serving requests of some sizes in one round trip."""
+        self._carrier = carrier
         self.most = most
         """The most values one call may take (the strategy's ``max_batch``)."""
         self.slots = max(1, slots)
@@ -116,12 +190,15 @@ class _Sharing(Generic[V]):
             batch.append(request)
         return batch
 
+    def _serving(self, batch: list[_Request[V]]) -> AbstractContextManager[object]:
+        """The context the call for ``batch`` runs in: what its requests captured."""
+        return self._carrier.serving([request.context for request in batch])
+
     def _answer(self, batch: list[_Request[V]]) -> Plan[None]:
         """The plan of one call for ``batch``: each request gets its slice of the reply, or the
         call's error (kept on the requests, raised by each waiter in its own thread or task)."""
-        total = sum(request.n for request in batch)
         try:
-            values = yield from self._take_plan(total)
+            values = yield from self._take_plan([request.n for request in batch])
         except SequenceExhausted as exc:
             for request in batch:
                 if len(batch) > 1:
@@ -159,8 +236,10 @@ _LIVE: weakref.WeakSet[SharedCalls[Any] | AsyncSharedCalls[Any]] = weakref.WeakS
 class SharedCalls(_Sharing[V]):
     """Shared calls of one generator among threads (see the module doc)."""
 
-    def __init__(self, take_plan: Callable[[int], Plan[list[V]]], *, most: int, slots: int):
-        super().__init__(take_plan, most=most, slots=slots)
+    def __init__(
+        self, take_plan: TakePlan[V], carrier: Carrier = NO_CONTEXT, *, most: int, slots: int
+    ):
+        super().__init__(take_plan, carrier, most=most, slots=slots)
         self._reset()
         _LIVE.add(self)
 
@@ -185,11 +264,12 @@ class SharedCalls(_Sharing[V]):
             else:
                 wake = _new_wake()
                 wake.acquire()
-                request: _Request[V] = _Request(n, wake)
+                # captured before it is queued (a call may take it at once): no I/O, see Carrier
+                request: _Request[V] = _Request(n, wake, self._carrier.capture())
                 self._queue.append(request)
         if lead:
             try:
-                return run_plan(self._take_plan(n))
+                return run_plan(self._take_plan([n]))
             finally:
                 self._after_own_call()
         try:
@@ -199,7 +279,7 @@ class SharedCalls(_Sharing[V]):
             self._abandon(request)
             raise
         values = request.outcome()
-        return run_plan(self._take_plan(n)) if values is None else values
+        return run_plan(self._take_plan([n])) if values is None else values
 
     def _after_own_call(self) -> None:
         """A thread's own call ended: call for the requests that queued meanwhile at once (this
@@ -217,7 +297,8 @@ class SharedCalls(_Sharing[V]):
         the first only, each woken thread waking the next (so one thread at a time wants the
         GIL), the last calling for the requests queued meanwhile (see `_woken`)."""
         try:
-            run_plan(self._answer(batch))
+            with self._serving(batch):
+                run_plan(self._answer(batch))
         finally:
             for request, following in itertools.pairwise(batch):
                 request.next = following
@@ -275,8 +356,10 @@ class _LoopState(Generic[V]):
 class AsyncSharedCalls(_Sharing[V]):
     """Shared calls of one generator among the tasks of an event loop (see the module doc)."""
 
-    def __init__(self, take_plan: Callable[[int], Plan[list[V]]], *, most: int, slots: int):
-        super().__init__(take_plan, most=most, slots=slots)
+    def __init__(
+        self, take_plan: TakePlan[V], carrier: Carrier = NO_CONTEXT, *, most: int, slots: int
+    ):
+        super().__init__(take_plan, carrier, most=most, slots=slots)
         self._states: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopState[V]] = (
             weakref.WeakKeyDictionary()
         )
@@ -301,10 +384,10 @@ class AsyncSharedCalls(_Sharing[V]):
         if state.calls < self.slots:
             state.calls += 1
             try:
-                return await run_plan_async(self._take_plan(n))
+                return await run_plan_async(self._take_plan([n]))
             finally:
                 self._pass_on(loop, state)
-        request: _Request[V] = _Request(n, loop.create_future())
+        request: _Request[V] = _Request(n, loop.create_future(), self._carrier.capture())
         state.queue.append(request)
         try:
             await request.wake
@@ -313,7 +396,7 @@ class AsyncSharedCalls(_Sharing[V]):
                 state.queue.remove(request)
             raise  # taken: its values, when they come, are dropped (a gap)
         values = request.outcome()
-        return await run_plan_async(self._take_plan(n)) if values is None else values
+        return await run_plan_async(self._take_plan([n])) if values is None else values
 
     def _pass_on(self, loop: asyncio.AbstractEventLoop, state: _LoopState[V]) -> None:
         """A call ended: free the slot if nothing waits; else call for the waiting requests once
@@ -341,7 +424,8 @@ class AsyncSharedCalls(_Sharing[V]):
         self, loop: asyncio.AbstractEventLoop, state: _LoopState[V], batch: list[_Request[V]]
     ) -> None:
         try:
-            await run_plan_async(self._answer(batch))
+            with self._serving(batch):
+                await run_plan_async(self._answer(batch))
         finally:
             for request in batch:
                 if not request.wake.done():
@@ -358,9 +442,11 @@ class Shared(Generic[V]):
     ``next_id``/``next_ids`` run; its one effect is carried out by `SharedCalls` on the sync
     driver and by `AsyncSharedCalls` on the asyncio one."""
 
-    def __init__(self, take_plan: Callable[[int], Plan[list[V]]], *, most: int, slots: int):
-        self.threads = SharedCalls(take_plan, most=most, slots=slots)
-        self.tasks = AsyncSharedCalls(take_plan, most=most, slots=slots)
+    def __init__(
+        self, take_plan: TakePlan[V], carrier: Carrier = NO_CONTEXT, *, most: int, slots: int
+    ):
+        self.threads = SharedCalls(take_plan, carrier, most=most, slots=slots)
+        self.tasks = AsyncSharedCalls(take_plan, carrier, most=most, slots=slots)
 
     @property
     def waiting(self) -> int:

@@ -154,6 +154,30 @@ def test_sequence_batches_from_processes_of_threads_leave_no_gap(real_backend: B
 # -- a call held in flight ------------------------------------------------------------------------
 
 
+def frames_of(error: BaseException) -> list[Any]:
+    """The frames of ``error``'s own traceback."""
+    found = []
+    tb = error.__traceback__
+    while tb is not None:
+        found.append(tb.tb_frame)
+        tb = tb.tb_next
+    return found
+
+
+def check_own_frames(errors: list[BaseException]) -> None:
+    """Each error's traceback holds frames of its own caller only: no frame of another caller's
+    traceback, and none of the shared call's (those are on the cause, which no caller raised)."""
+    seen: dict[int, int] = {}
+    for number, error in enumerate(errors):
+        frames = frames_of(error)
+        assert frames, "raised in the caller"
+        for frame in frames:
+            assert seen.setdefault(id(frame), number) == number, "a frame of another caller"
+        cause = error.__cause__
+        assert cause is not None
+        assert not {id(f) for f in frames} & {id(f) for f in frames_of(cause)}
+
+
 class HeldFloor:
     """A floor (nothing used yet) whose reads wait until the test lets each one go; reads
     ``fail_first`` raise instead once let go. Only the test's own process waits."""
@@ -250,8 +274,15 @@ def test_a_failed_shared_call_fails_each_waiter_with_the_same_typed_error(
     assert out == []
     assert len(errors) == 7
     assert all(isinstance(error, RedisUnavailable) for error in errors)
-    counts = sorted(Counter(id(error) for error in errors).values())
-    assert counts == [1, 6], "the six waiters raise one and the same error; the first call its own"
+    assert len({id(error) for error in errors}) == 7, "each caller raises an exception of its own"
+    causes = Counter(id(error.__cause__) for error in errors)
+    shared_cause = next(error.__cause__ for error in errors if causes[id(error.__cause__)] == 6)
+    assert isinstance(shared_cause, RedisUnavailable), "six copies of the shared call's error"
+    for error in errors:
+        if error.__cause__ is shared_cause:
+            assert str(error) == str(shared_cause)
+            assert error.namespace == shared_cause.namespace == "users"
+    check_own_frames([error for error in errors if error.__cause__ is shared_cause])
 
 
 def test_waiters_behind_a_hung_node_get_its_timeout_not_a_hang(server: RedisServer) -> None:
@@ -277,7 +308,8 @@ def test_waiters_behind_a_hung_node_get_its_timeout_not_a_hang(server: RedisServ
     assert out == []
     assert len(errors) == 6 and all(isinstance(error, RedisUnavailable) for error in errors)
     assert all("Timeout" in str(error) for error in errors)
-    assert sorted(Counter(id(error) for error in errors).values()) == [1, 5]
+    assert len({id(error) for error in errors}) == 6, "each caller raises an exception of its own"
+    assert sorted(Counter(id(error.__cause__) for error in errors).values()) == [1, 5]
     floor.let_go()  # the next call reads the floor again: no call on the node succeeded yet
     assert users.next_id() >= 1, "the node answers again"
 
@@ -435,8 +467,8 @@ class ScriptedCalls:
         self.go = threading.Semaphore(0)
         self.lock = threading.Lock()
 
-    def plan(self, n: int) -> Plan[list[int]]:
-        values: list[int] = yield _ScriptedCall(self, n)
+    def plan(self, sizes: list[int]) -> Plan[list[int]]:
+        values: list[int] = yield _ScriptedCall(self, sum(sizes))
         return values
 
     def call(self, n: int) -> list[int]:
@@ -600,8 +632,11 @@ def test_a_failed_call_wakes_its_whole_batch_with_one_error_and_the_queue_is_sti
         thread.join(timeout=30)
     assert out == {"leader": [1], "late": [2]}, "the failed call drew nothing"
     assert sorted(errors) == ["a", "b", "c"]
-    assert len({id(error) for error in errors.values()}) == 1, "one and the same error"
-    assert isinstance(errors["a"], RedisUnavailable)
+    assert len({id(error) for error in errors.values()}) == 3, "an exception of each its own"
+    assert len({id(error.__cause__) for error in errors.values()}) == 1, "one shared cause"
+    assert all(isinstance(error, RedisUnavailable) for error in errors.values())
+    assert {str(error) for error in errors.values()} == {"call 2 fails (namespace=scripted)"}
+    check_own_frames(list(errors.values()))
     assert scripted.made == [(1, "leader"), (6, "leader"), (1, "c")]
 
 

@@ -9,7 +9,9 @@ layer can check it against a column before the first insert.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 from sa_redis_ids.generators.highwater import (
@@ -80,6 +82,46 @@ class ImpliedFloor(ABC):
         read here (the generator then goes on as one without a floor, and reads it later)."""
 
 
+_CARRIED: ContextVar[tuple[IdGenerator[Any], Callable[..., Any] | None] | None] = ContextVar(
+    "sa_redis_ids_carried_floor", default=None
+)
+"""The floor a shared call runs under: the generator it is for, and the floor its requests
+carried (None: none of them could read one). Set only while a call for queued requests runs."""
+
+
+class _RequestFloor:
+    """What a request to a generator's shared calls carries (see `sa_redis_ids.sharing`): the
+    floor its caller can read where it runs, e.g. through its own flush's connection."""
+
+    __slots__ = ("generator",)
+
+    def __init__(self, generator: IdGenerator[Any]):
+        self.generator = generator
+
+    def capture(self) -> object:
+        generator = self.generator
+        if generator._given_floor is not None or generator.implied_floor is None:
+            return None  # the same floor wherever it is read
+        return generator._floor
+
+    @contextmanager
+    def serving(self, captured: list[object]) -> Iterator[None]:
+        """Run a call for requests under the floor of the first that carried one: every request
+        of one generator reads the same columns (through different connections; a request's
+        own rows not committed yet are values this process already took). A generator whose
+        floor does not depend on the caller (``floor=``, or no binding) runs as it is."""
+        generator = self.generator
+        if generator._given_floor is not None or generator.implied_floor is None:
+            yield
+            return
+        floor = next((each for each in captured if each is not None), None)
+        token = _CARRIED.set((generator, floor))  # type: ignore[arg-type]
+        try:
+            yield
+        finally:
+            _CARRIED.reset(token)
+
+
 class IdGenerator(ABC, Generic[V]):
     """Base of all strategies. ``next_id()`` is ``next_ids(1)[0]``: one round trip either way."""
 
@@ -130,17 +172,25 @@ class IdGenerator(ABC, Generic[V]):
         self.share_calls = True
         """Whether concurrent callers share round trips (see `sa_redis_ids.sharing`); set it to
         False to give each call a round trip of its own."""
-        self._shared: Shared[V] = Shared(self._take_plan, most=self.max_batch, slots=len(nodes))
+        self._shared: Shared[V] = Shared(
+            self._take_batch_plan, _RequestFloor(self), most=self.max_batch, slots=len(nodes)
+        )
 
     @property
     def _floor(self) -> Callable[..., Any] | None:
-        """The floor to read now: ``floor=`` when given, else the implied floor if it can be read
+        """The floor to read now: ``floor=`` when given, else the implied floor: the one the
+        requests of a shared call carried while that call runs, else the one that can be read
         here, else None."""
         given = self._given_floor
         if given is not None:
             return given
         implied = self.implied_floor
-        return None if implied is None else implied.now()
+        if implied is None:
+            return None
+        carried = _CARRIED.get()
+        if carried is not None and carried[0] is self:
+            return carried[1]
+        return implied.now()
 
     def _set_headroom(self, capacity: int, max_block: int | None = None) -> None:
         """Fix `headroom` once the per-node ``capacity`` and the largest block are known."""
@@ -268,6 +318,13 @@ class IdGenerator(ABC, Generic[V]):
     def _take_plan(self, n: int) -> Plan[list[V]]:
         """The plan fetching ``n`` (>= 1) values in one round trip (see
         `plans`); what a strategy implements."""
+
+    def _take_batch_plan(self, sizes: list[int]) -> Plan[list[V]]:
+        """The plan of one round trip serving requests of ``sizes`` (a shared call, see
+        `sa_redis_ids.sharing`): each request gets its slice of the values, in order. By default
+        ``_take_plan(sum(sizes))``; a strategy whose values of one call are related where those
+        of separate calls are not (short IDs taken in runs) takes them as separate calls would."""
+        return self._take_plan(sum(sizes))
 
     def _take(self, n: int) -> list[V]:
         """Fetch ``n`` (>= 1) values in one round trip (sync), shared with concurrent callers
