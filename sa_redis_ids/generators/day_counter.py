@@ -132,6 +132,8 @@ class _Window(Generic[P]):
         ]
         if generator.storage == "key":
             keys += [generator._day_key(label) for label in window.labels]
+        else:
+            keys.append(generator.days_key)
         self.keys: list[bytes] = [key.encode() for key in keys]
         self.args: tuple[bytes, ...] = tuple(arg.encode() for arg in window.args)
         self.days: tuple[_Day[P], ...] = tuple(
@@ -209,6 +211,11 @@ class DatedGenerator(IdGenerator[V]):
         self._locker = locker
         self.grace_ms: int = grace_ms
         self.purge_key = self.keys.key(self.strategy, "purged")
+        self.days_key = (
+            self._store_key() if self.storage == "key" else self.keys.key(self.strategy, "days")
+        )
+        """The set of day labels that have had a counter: a day in it whose counter is missing
+        (and not purged) vanished, evicted or deleted, and is never re-created at 0 unseen."""
         self._storage_args = (self.storage.encode(), str(grace_ms).encode())
         self._per_node: list[_NodeArgs | None] = [None] * len(nodes)
         self._prepared: _Window[Any] | None = None
@@ -595,8 +602,7 @@ class DatedGenerator(IdGenerator[V]):
         def action(node: Node) -> Plan[tuple[int | None, int]]:
             claim = self.claim_for(node)
             keys = [self.purge_key, self.claim_key, self.identity_key, self._store_key()]
-            if self.storage == "key":
-                keys.append(self._day_key(day_label(day)))
+            keys.append(self._day_key(day_label(day)) if self.storage == "key" else self.days_key)
             reply = yield Run(
                 node,
                 "dated_set",
@@ -690,7 +696,9 @@ class DatedGenerator(IdGenerator[V]):
     def _purge_on(self, node: Node, last: str) -> Plan[list[str]]:
         store = self._store_key()
         if self.storage == "hash":
-            reply = yield Run(node, "dated_purge", [self.purge_key, store], [last, "hash"])
+            reply = yield Run(
+                node, "dated_purge", [self.purge_key, store, self.days_key], [last, "hash"]
+            )
             return [
                 reply_text(label)
                 for label in check_reply(reply, namespace=self.namespace, node=node)[1:]
@@ -770,6 +778,13 @@ class DatedGenerator(IdGenerator[V]):
         result: list[tuple[str, int | None, int]] = []
         for node in self._nodes.nodes:
             counter = node.counter_through(self.start, used)
-            before, after = yield from self._set(node, day, counter, "raise")
+            limit = node.counter_through(self.start, self.counter_max)
+            # a day whose counter vanished is raised above the value by the headroom, as a heal
+            _, vanished, _ = heal_args(counter, self.headroom, limit, ask=False)
+            before, after = yield from self._set(
+                node, day, counter, "raise", vanished=int(vanished)
+            )
+            if before is None and after > counter:
+                self.high.healed(node.name, "", str(after), why="the day's counter vanished")
             result.append((node.name, before, after))
         return result

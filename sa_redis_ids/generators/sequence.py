@@ -239,14 +239,19 @@ class SequenceGenerator(BufferedGenerator[int]):
         def action(node: Node) -> Plan[tuple[str, int | None, int]]:
             claim = self.claim_for(node)
             needed = node.counter_through(self.start, value)
+            limit = node.counter_through(self.start, self._limit)
+            # a counter lost beside its claim is raised above the value by the headroom, as a heal
+            _, lost, _ = heal_args(needed, self.headroom, limit, ask=False)
             reply = yield Run(
                 node,
                 "set_if_greater",
                 [self.counter_key, self.claim_key, self.identity_key],
-                [str(needed), claim],
+                [str(needed), claim, lost],
             )
             before, after = check_reply(reply, namespace=self.namespace, node=node, claim=claim)
             text = reply_text(before)
+            if not text and int(after) > needed:
+                self.high.healed(node.name, "", str(after), why="the counter was lost")
             return node.name, int(text) if text else None, int(after)
 
         return (yield from self._nodes.each_plan(self.namespace, action))

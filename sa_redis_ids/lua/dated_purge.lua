@@ -2,7 +2,8 @@
 -- or before it. Once the marker is raised, no script re-creates those days.
 -- KEYS[1]  purge marker: label of the last purged day
 -- KEYS[2]  storage "hash": the namespace's hash; storage "key": the set of day labels
--- KEYS[3...] storage "key" only: the counter keys of the labels in ARGV[3...]
+-- KEYS[3...] storage "key": the counter keys of the labels in ARGV[3...]; storage "hash": KEYS[3]
+--          the set of day labels that have had a field (optional)
 -- ARGV[1]  label of the last day to purge ("YYYYMMDD")
 -- ARGV[2]  storage: "hash" or "key"
 -- ARGV[3...] storage "key" only: labels whose keys are KEYS[3...]
@@ -19,6 +20,13 @@ if ARGV[2] == 'hash' then
     if label <= marker then
       redis.call('HDEL', KEYS[2], label)
       reply[#reply + 1] = label
+    end
+  end
+  if KEYS[3] then
+    for _, label in ipairs(redis.call('SMEMBERS', KEYS[3])) do
+      if label <= marker then
+        redis.call('SREM', KEYS[3], label)
+      end
     end
   end
 else

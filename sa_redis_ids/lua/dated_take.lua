@@ -7,7 +7,9 @@
 -- KEYS[3]  identity marker of the namespace (see node_identity_since in common.lua)
 -- KEYS[4]  storage "hash": the namespace's hash, one field per day label;
 --          storage "key":  the set of day labels that have a counter key (for purging)
--- KEYS[5...] storage "key" only: one counter key per day of the window, in window order
+-- KEYS[5...] storage "key": one counter key per day of the window, in window order;
+--          storage "hash": KEYS[5] the set of day labels that have had a field (a missing field
+--          whose label it holds vanished: evicted or deleted with the hash)
 -- ARGV[1]  n, how many values to take (>= 1)
 -- ARGV[2]  "identity claim": the node identity (replication ID) this process saw last ("": none
 --          yet), a space, and this node's claim, "index/count|config"; a node that moved since (a
@@ -63,6 +65,7 @@ local day_end = ARGV[12 + d]
 local n = ARGV[1]
 local floor = ARGV[4]
 local key = KEYS[5 + d]
+local index = hash and KEYS[5] or KEYS[4]
 local guard, heal = '0', '0'
 if label == ARGV[7] then
   guard, heal = ARGV[8], ARGV[9]
@@ -77,8 +80,9 @@ end
 if floor == 'first' then
   return {6, label, current or ''}
 end
--- a "key" day that has no key but is in the index had one: it expired or was evicted
-local vanished = not hash and not current and redis.call('SISMEMBER', KEYS[4], label) == 1
+-- a day that has no counter but is in the index had one: it expired or was evicted (or deleted)
+local created = not current
+local vanished = created and redis.call('SISMEMBER', index, label) == 1
 local low = (current and dec_gt(guard, current)) or (not current and guard ~= '0')
 local healed = ''
 if low or moved or (not current and (floor == 'ask' or vanished)) then
@@ -105,6 +109,9 @@ elseif not current and not hash then
   redis.call('SET', key, '0')
   redis.call('PEXPIREAT', key, string.format('%.0f', tonumber(day_end) + tonumber(ARGV[6])))
   redis.call('SADD', KEYS[4], label)
+end
+if hash and created then
+  redis.call('SADD', index, label)
 end
 
 local after
