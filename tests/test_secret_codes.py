@@ -15,6 +15,7 @@ import hashlib
 import hmac
 import itertools
 import statistics
+import threading
 from collections.abc import Callable
 from datetime import date, time
 from typing import Any
@@ -120,11 +121,32 @@ def test_the_round_function_is_hmac_sha256_of_the_round_and_the_half() -> None:
 def test_the_kept_round_values_of_a_small_range_are_only_a_cache() -> None:
     tabled = CounterPermutation(Secret(KEY), "dc:orders", 1, 9999).day(DAY)
     hashed = CounterPermutation(Secret(KEY), "dc:orders", 1, 9999).day(DAY)
-    hashed._missing = -1  # no table: every round hashes
+    hashed._tables = []  # no tables: every round hashes
     assert tabled.half <= TABLE_MOST
     shown = [tabled.encrypt(c) for c in range(1, 500)]
     assert shown == [hashed.encrypt(c) for c in range(1, 500)]
     assert [hashed.decrypt(each) for each in shown] == list(range(1, 500))
+
+
+def test_threads_filling_a_days_tables_together_see_one_permutation() -> None:
+    shared = CounterPermutation(Secret(KEY), "dc:orders", 1, 9999).day(DAY)
+    hashed = CounterPermutation(Secret(KEY), "dc:orders", 1, 9999).day(DAY)
+    hashed._tables = []
+    found: dict[int, int] = {}
+    barrier = threading.Barrier(8)
+
+    def work(offset: int) -> None:
+        barrier.wait()
+        for counter in range(1 + offset, 10_000, 8):
+            found[counter] = shared.encrypt(counter)
+
+    pool = [threading.Thread(target=work, args=(i,)) for i in range(8)]
+    for thread in pool:
+        thread.start()
+    for thread in pool:
+        thread.join()
+    assert shared._full, "every round value computed: look-ups only from now on"
+    assert found == {counter: hashed.encrypt(counter) for counter in range(1, 10_000)}
 
 
 def test_the_day_the_namespace_and_the_key_each_change_the_permutation() -> None:

@@ -105,10 +105,11 @@ class DayPermutation:
     """One day's bijection of ``[low, low + size)``: `encrypt` a counter, `decrypt` digits.
 
     With a half of at most `TABLE_MOST`, each round's values are kept in a list as they are
-    computed (a filled one holds every value: then no round hashes any more). Threads may
-    compute a value twice, never two values: filling is idempotent."""
+    computed; once every list is found full, rounds are look-ups only. Threads may compute a
+    value twice, never two values (filling is idempotent), and the lists count as full only when
+    a scan finds no value missing (a count that racing threads got wrong is only a hint)."""
 
-    __slots__ = ("_inner", "_missing", "_outer", "_tables", "half", "low", "size")
+    __slots__ = ("_full", "_inner", "_missing", "_outer", "_tables", "half", "low", "size")
 
     def __init__(self, key: bytes, low: int, size: int, half: int):
         self.low = low
@@ -126,8 +127,11 @@ class DayPermutation:
             self._inner.append(state)
         tabled = half <= TABLE_MOST
         self._tables: list[list[int]] = [[-1] * half for _ in range(ROUNDS)] if tabled else []
-        self._missing = ROUNDS * half if tabled else -1
-        """Round values still to compute (0: all kept; -1: none are kept, every round hashes)."""
+        """Per round its values by half, -1 where not computed yet (none: every round hashes)."""
+        self._missing = ROUNDS * half if tabled else 0
+        """About how many round values are still to compute: when it reaches 0 the lists are
+        scanned, and `_full` set if none is missing."""
+        self._full = False
 
     def _round(self, i: int, right: int) -> int:
         """``F_i(right)``: HMAC-SHA256 of the round's byte and the half, mod ``a``."""
@@ -139,19 +143,24 @@ class DayPermutation:
 
     def _value(self, i: int, right: int) -> int:
         """``F_i(right)``, kept in round ``i``'s table when there is one."""
-        if self._missing < 0:
+        tables = self._tables
+        if not tables:
             return self._round(i, right)
-        table = self._tables[i]
+        table = tables[i]
         found = table[right]
         if found < 0:
             found = table[right] = self._round(i, right)
             self._missing -= 1
+            if self._missing <= 0:
+                missing = sum(each.count(-1) for each in tables)
+                self._missing = missing
+                self._full = missing == 0
         return found
 
     def _forward(self, x: int) -> int:
         half = self.half
         left, right = divmod(x, half)
-        if self._missing == 0:  # every round value is kept: look-ups only
+        if self._full:  # every round value is kept: look-ups only
             for table in self._tables:
                 left, right = right, (left + table[right]) % half
         else:
