@@ -34,6 +34,13 @@ awaited by an ``asyncio`` task, the tasks that find the buffer dry await the one
 no thread is involved. `asyncio_buffer` gives one to a buffered generator on ``redis.asyncio``
 clients, with the options of its thread buffer.
 
+Floors: a block fetched where the generator's column floor could not be read (a process's first
+draw outside any flush, before a flush told it the engine) may lie below values the table already
+holds after a loss. The buffer remembers it (``floorless``), and `drop_floorless` drops such blocks
+(gaps) when a flush, which can read the floor, is about to take values: the flush's values then
+come from a fetch that reads the floor. Direct draws outside a flush keep using them, as a direct
+call without a buffer would.
+
 Fork safety: after ``os.fork()`` a child drops every buffer it inherited (its parent keeps handing
 those values out) and starts with no fetch in flight, as happens under gunicorn ``--preload`` or
 ``multiprocessing`` with the ``fork`` start method.
@@ -204,7 +211,8 @@ class BufferStats:
     waits: int
     """Times a caller found nothing buffered and waited for Redis (the first call is one)."""
     blocks_dropped: int
-    """Segments dropped because they expired (a date-prefixed segment at its day's end)."""
+    """Segments dropped because they expired (a date-prefixed segment at its day's end) or were
+    fetched without the floor a flush then could read (see *Floors* in the module doc)."""
     ids_dropped: int
     fetch_errors: int
     """Background fetches that failed (the next caller to need values retries in the foreground)."""
@@ -248,9 +256,13 @@ class _SegmentState(Generic[V]):
         namespace: str | None,
         clock: Callable[[], float] | None,
         expiring: bool,
+        floor_unread: Callable[[], bool] | None = None,
     ):
         self.options = options
         self.namespace = namespace
+        self._floor_unread = floor_unread
+        """Asked after each fetch, where it ran: True when it could not read a floor the
+        generator is bound to (see *Floors* in the module doc)."""
         self._clock = options.clock or clock or time.monotonic
         self.expiring = expiring
         self._size = options.block
@@ -274,6 +286,8 @@ class _SegmentState(Generic[V]):
         self._dropped_blocks = self._dropped_ids = self._errors = 0
         self._refills = 0
         self._refill_last = self._refill_total = self._refill_max = 0.0
+        self.floorless = False
+        """A block buffered now (or fetched since the last drop) was fetched without the floor."""
 
     def _source(self, n: int) -> Plan[Segment[V]]:
         """The plan taking one segment of up to ``n`` values (one Redis call)."""
@@ -417,8 +431,11 @@ class _SegmentState(Generic[V]):
                     raise
                 n //= 2
         spent = (time.perf_counter() - started) * 1000
+        unread = self._floor_unread is not None and self._floor_unread()
         with self._guard:
             self._record(len(segment.values), spent)
+            if unread:
+                self.floorless = True
         lifetime = segment.lifetime
         if lifetime is None or not self.expiring:  # only an expiring buffer honours lifetimes
             return _Held(segment.values, math.inf)
@@ -474,6 +491,18 @@ class _SegmentState(Generic[V]):
                 self._next = None
             return left
 
+    def drop_floorless(self) -> int:
+        """Drop every buffered value if a block was fetched without the floor (see *Floors* in
+        the module doc); returns how many were dropped (gaps)."""
+        with self._guard:
+            if not self.floorless:
+                return 0
+            self.floorless = False
+        dropped = self.drop()
+        with self._guard:
+            self._count_dropped(dropped)
+        return dropped
+
     def end_periods(self, through: int) -> int:
         """Drop every segment whose period ends at or before ``through`` (on the source's clock),
         buffered now or landing later from a fetch in flight: the source retired those periods
@@ -518,9 +547,12 @@ class SegmentBuffer(_SegmentState[V]):
         namespace: str | None = None,
         clock: Callable[[], float] | None = None,
         expiring: bool = False,
+        floor_unread: Callable[[], bool] | None = None,
     ):
         self._fetch_source: Callable[[int], Segment[V]] = fetch
-        super().__init__(options, namespace=namespace, clock=clock, expiring=expiring)
+        super().__init__(
+            options, namespace=namespace, clock=clock, expiring=expiring, floor_unread=floor_unread
+        )
         if expiring:
             self.next_id = self._next_expiring_unlocked if GIL else self._next_expiring
         else:
@@ -732,9 +764,12 @@ class AsyncSegmentBuffer(_SegmentState[V]):
         namespace: str | None = None,
         clock: Callable[[], float] | None = None,
         expiring: bool = False,
+        floor_unread: Callable[[], bool] | None = None,
     ):
         self._fetch_plan_source: Callable[[int], Plan[Segment[V]]] = fetch_plan
-        super().__init__(options, namespace=namespace, clock=clock, expiring=expiring)
+        super().__init__(
+            options, namespace=namespace, clock=clock, expiring=expiring, floor_unread=floor_unread
+        )
 
     def _reset(self) -> None:
         self._guard = nullcontext()
@@ -917,6 +952,7 @@ def asyncio_buffer(generator: IdGenerator[V]) -> AsyncSegmentBuffer[V] | None:
         namespace=generator.namespace,
         clock=buffer._clock,
         expiring=buffer.expiring,
+        floor_unread=generator._floor_unread,
     )
     generator.buffers.append(made)
     return made
@@ -959,7 +995,12 @@ class BufferedGenerator(IdGenerator[V]):
         except ConfigError as exc:
             raise ConfigError(str(exc), namespace=self.namespace) from None
         buffer = SegmentBuffer(
-            fetch, resolved, namespace=self.namespace, clock=clock, expiring=expiring
+            fetch,
+            resolved,
+            namespace=self.namespace,
+            clock=clock,
+            expiring=expiring,
+            floor_unread=self._floor_unread,
         )
         self.buffer = buffer
         self.buffers.append(buffer)
@@ -978,6 +1019,16 @@ class BufferedGenerator(IdGenerator[V]):
             return buffer.next_ids(n)
         return [] if check_count(n, most=self.max_batch) == 0 else self._take(n)
 
+    def _floor_unread(self) -> bool:
+        """Whether a fetch just made here may have gone without a floor: none can be read here
+        (none given, none bound yet, or a bound one not readable here) and some node's floor was
+        never read in this process. A generator that is never bound keeps the mark harmlessly:
+        `drop_floorless` drops only where a floor can be read."""
+        if self._floor is not None:
+            return False
+        high = self.high
+        return not all(high.consulted(index) for index in range(len(self._nodes)))
+
     def stats(self) -> BufferStats | None:
         """The buffer's statistics, or ``None`` when this generator is not buffered."""
         return None if self.buffer is None else self.buffer.stats()
@@ -985,3 +1036,12 @@ class BufferedGenerator(IdGenerator[V]):
     @property
     def local_config(self) -> str:
         return "" if self.buffer is None else self.buffer.options.describe()
+
+
+def drop_floorless(generator: IdGenerator[Any], buffer: _SegmentState[Any] | None) -> int:
+    """Before a flush takes values from ``buffer`` (``generator``'s thread or asyncio buffer):
+    drop its values if a block was fetched without the floor and the floor can be read now (see
+    *Floors* in the module doc). Returns how many values were dropped (gaps)."""
+    if buffer is None or not buffer.floorless or generator._floor is None:
+        return 0
+    return buffer.drop_floorless()

@@ -17,6 +17,7 @@ from typing import Any, TypeAlias
 
 from sqlalchemy.exc import MissingGreenlet
 
+from sa_redis_ids.buffering import drop_floorless
 from sa_redis_ids.errors import ConfigError, SequenceExhausted
 from sa_redis_ids.generators.aio import AsyncIdGenerator
 from sa_redis_ids.generators.base import IdGenerator
@@ -64,9 +65,11 @@ def take_sync(generator: IdGenerator[Any], n: int) -> list[Any]:
     """``n`` values of a sync generator: one ``next_ids`` call, or one per ``max_batch`` values.
 
     Raises [`SequenceExhausted`][sa_redis_ids.SequenceExhausted] if the generator gave fewer values than asked
-    (rather than leave objects without an ID): the values it gave are dropped (gaps).
+    (rather than leave objects without an ID): the values it gave are dropped (gaps). Values a
+    buffer fetched without the floor are not handed to the flush (`drop_floorless`).
     """
     values: list[Any] = []
+    drop_floorless(generator, getattr(generator, "buffer", None))
     for size in _sizes(generator, n):
         values.extend(generator.next_ids(size))
     return _checked(generator, values, n)
@@ -75,6 +78,7 @@ def take_sync(generator: IdGenerator[Any], n: int) -> list[Any]:
 async def take_async(generator: AsyncIdGenerator[Any], n: int) -> list[Any]:
     """`take_sync` of an ``AsyncIdGenerator``, awaited."""
     values: list[Any] = []
+    drop_floorless(generator.generator, generator.buffer)
     for size in _sizes(generator, n):
         values.extend(await generator.next_ids(size))
     return _checked(generator, values, n)
