@@ -9,7 +9,7 @@ unchanged); Python maps each counter ``c`` of ``[low, high]`` to the digits it w
   bijection of ``[0, a²)`` whatever ``F`` is;
 * cycle-walking: a result outside ``[0, M)`` is encrypted again until it falls inside, which is a
   bijection of ``[0, M)`` (each cycle of the network through ``[0, M)`` is walked in order) and
-  takes ``a²/M`` steps on average, at most 2;
+  takes ``a²/M <= 2`` network passes on average;
 * ``F_i(R)``: HMAC-SHA256 under a key derived from the secret, the strategy, the namespace, the
   day and the range, of ``i`` and ``R``, reduced mod ``a``. So every day has its own permutation:
   a counter seen on one day says nothing about another, and ``parse`` finds the day in the value.
