@@ -1,0 +1,205 @@
+"""The model's invariants: what every process received, what was lost, what may be healed.
+
+- **Unique**: a generator hands no value out twice, across processes, forked children, threads,
+  flushes and tables (a value given back with ``release`` may come again, once). Values a process
+  draws directly before it could read the generator's column floor (before its first flush that
+  called the generator: documented as drawn without a floor) are kept out of the tables, and a
+  repeat involving one of them is listed as a limit, not a violation.
+- **Reserved**: a short ID reserved after the pool's last loss is never handed out.
+- **No false loss**: a process logs (``sa_redis_ids.rewinds``) or counts (``generator.rewinds``)
+  a rewind of a namespace only if a fault lost that namespace's data since the process last
+  drew from it through Redis (a new process: since the run began); the log and the counter agree.
+- **Snowflake near the clock**: the state's millisecond is at most 50 ms ahead of Redis ``TIME``,
+  unless a loss required more: while a snowflake loss is not yet seen by every process, a heal
+  may resume ``headroom`` (1000 ms) past the later of the highest millisecond issued and the clock.
+- **Short IDs independent**: concurrent single ``next_id()`` calls give no more pairs within 10
+  of each other than independent random positions would (3 or more such pairs among at most 16
+  values of a 1,000,000 pool: chance about 3 in a billion).
+- **Library errors only**: every exception a call raised is a ``SaRedisIdsError``.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from itertools import combinations
+from typing import Any
+
+from tests.support.model.schema import LABELS
+
+SNOWFLAKE_EPOCH_MS = 1_767_225_600_000
+SNOWFLAKE_HEADROOM_MS = 1000
+LEAD_MS = 50
+ADJACENT = 10
+ADJACENT_PAIRS_FAIL = 3
+BUFFERED = frozenset({"seqb"})
+"""Generators whose draws may be served from memory (no Redis call, so no observation)."""
+
+
+def adjacent_pairs(values: list[int]) -> int:
+    return sum(1 for a, b in combinations(values, 2) if abs(a - b) <= ADJACENT)
+
+
+@dataclass
+class Ledger:
+    holders: dict[str, dict[Any, str]] = field(default_factory=lambda: {x: {} for x in LABELS})
+    released: dict[str, Counter[Any]] = field(
+        default_factory=lambda: {x: Counter() for x in LABELS}
+    )
+    reserved: dict[int, str] = field(default_factory=dict)
+    pending: dict[str, set[str]] = field(default_factory=dict)
+    """Per process: namespaces that lost data since the process last drew from them."""
+    ever_lost: set[str] = field(default_factory=set)
+    rewinds: dict[str, dict[str, int]] = field(default_factory=dict)
+    logged: dict[str, dict[str, int]] = field(default_factory=dict)
+    highest_sf_ms: int = 0
+    sf_cap_ms: int = 0
+    """The furthest (absolute ms) a snowflake heal may have put the state."""
+    floorless: dict[str, set[Any]] = field(default_factory=lambda: {x: set() for x in LABELS})
+    violations: list[str] = field(default_factory=list)
+    limits: list[str] = field(default_factory=list)
+    """Repeats the documentation does not cover (a value drawn before its floor was known)."""
+    received: int = 0
+
+    # -- processes ---------------------------------------------------------------------------
+
+    def joined(self, name: str) -> None:
+        self.pending[name] = set(self.ever_lost)
+        self.rewinds[name] = dict.fromkeys(LABELS, 0)
+        self.logged[name] = dict.fromkeys(LABELS, 0)
+
+    def left(self, name: str) -> None:
+        self.pending.pop(name, None)
+
+    # -- what a step brought -----------------------------------------------------------------
+
+    def outcome(self, step: str, who: str, outcome: dict[str, Any]) -> None:
+        where = f"{who} at {step!r}"
+        for label, values in outcome["values"].items():
+            self._received(label, values, where)
+        for label, values in outcome["floorless"].items():
+            self._received(label, values, where, floorless=True)
+        for kind, library, message in outcome["errors"]:
+            if not library:
+                self.violations.append(f"{where}: {kind} is not a SaRedisIdsError: {message}")
+        for label, values in outcome["concurrent"].items():
+            if label == "sid" and len(values) > 1:
+                pairs = adjacent_pairs(values)
+                if pairs >= ADJACENT_PAIRS_FAIL:
+                    self.violations.append(
+                        f"{where}: {pairs} pairs of {len(values)} concurrent short IDs lie within "
+                        f"{ADJACENT} of each other (independent positions: about 0): "
+                        f"{sorted(values)}"
+                    )
+        for value in outcome["released"]:
+            self.released["sid"][value] += 1
+        self._rewinds(where, who, outcome)
+
+    def _received(
+        self, label: str, values: list[Any], where: str, *, floorless: bool = False
+    ) -> None:
+        holders = self.holders[label]
+        self.received += len(values)
+        unread = self.floorless[label]
+        for value in values:
+            first = holders.get(value)
+            if first is not None:
+                if self.released[label][value] > 0:
+                    self.released[label][value] -= 1
+                elif floorless or value in unread:
+                    self.limits.append(
+                        f"{where}: {label} value {value!r} again (first {first}); one of them "
+                        "was drawn directly before the process could read its column floor"
+                    )
+                else:
+                    self.violations.append(
+                        f"{where}: {label} value {value!r} handed out twice (first {first})"
+                    )
+            holders[value] = where
+            if floorless:
+                unread.add(value)
+            if label == "sid" and value in self.reserved:
+                self.violations.append(
+                    f"{where}: short ID {value} handed out although reserved {self.reserved[value]}"
+                )
+            if label == "sf":
+                self.highest_sf_ms = max(self.highest_sf_ms, (value >> 22) + SNOWFLAKE_EPOCH_MS)
+
+    def _rewinds(self, where: str, who: str, outcome: dict[str, Any]) -> None:
+        child = outcome.get("child")
+        if child is not None:  # a forked child: its counters went on from its parent's
+            self._counted(f"{where} (forked child)", who, child, keep=False)
+        self._counted(where, who, outcome, keep=True)
+
+    def _counted(self, where: str, who: str, outcome: dict[str, Any], *, keep: bool) -> None:
+        """Compare ``who``'s rewind counters and records with what it may have healed;
+        ``keep``: they become ``who``'s new baseline (a forked child's do not)."""
+        if who not in self.pending:
+            return
+        pending = self.pending[who]
+        for label in LABELS:
+            counted = outcome["rewinds"][label] - self.rewinds[who][label]
+            logged = outcome["logged"].get(label, 0) - self.logged[who][label]
+            if keep:
+                self.rewinds[who][label] = outcome["rewinds"][label]
+                self.logged[who][label] = outcome["logged"].get(label, 0)
+            if counted != logged:
+                self.violations.append(
+                    f"{where}: {label} rewinds counted {counted} but logged {logged}"
+                )
+            if (counted or logged) and label not in pending:
+                self.violations.append(
+                    f"{where}: {label} rewind counted {counted}, logged {logged}, "
+                    "but no fault lost its data since this process last drew from it"
+                )
+            if not keep:
+                continue
+            if counted or logged or (outcome["values"].get(label) and label not in BUFFERED):
+                pending.discard(label)
+
+    def reserve(self, values: list[int], where: str) -> None:
+        for value in values:
+            if value not in self.holders["sid"]:
+                self.reserved[value] = where
+
+    def lost(self, namespaces: set[str]) -> None:
+        """A fault lost these namespaces' data."""
+        self.ever_lost |= namespaces
+        for pending in self.pending.values():
+            pending |= namespaces
+        if "sid" in namespaces:
+            self.reserved.clear()  # reservations are lost with the bitmap (reserve again)
+
+    # -- after every step --------------------------------------------------------------------
+
+    def snowflake_loss_open(self) -> bool:
+        """Whether some process has not drawn a snowflake since its namespace's last loss
+        (taken before each step: the step may heal it)."""
+        return any("sf" in pending for pending in self.pending.values())
+
+    def snowflake(self, step: str, loss_open: bool, lead_ms: int | None, now_ms: int) -> None:
+        """Check the state's lead over the clock (``lead_ms``) at Redis time ``now_ms`` after
+        ``step``; ``loss_open``: `snowflake_loss_open` before it."""
+        if loss_open:
+            reach = max(self.highest_sf_ms, now_ms) + SNOWFLAKE_HEADROOM_MS + LEAD_MS
+            self.sf_cap_ms = max(self.sf_cap_ms, reach)
+        if lead_ms is None or lead_ms <= LEAD_MS:
+            return
+        if now_ms + lead_ms <= self.sf_cap_ms:
+            return
+        self.violations.append(
+            f"after {step!r}: the snowflake state is {lead_ms} ms ahead of Redis TIME "
+            f"(at most {LEAD_MS} unless a loss required it)"
+        )
+
+    def tables(self, rows: dict[str, list[Any]]) -> None:
+        """Committed values per generator label: each one received, none twice."""
+        for label, values in rows.items():
+            counts = Counter(values)
+            for value, n in counts.items():
+                if n > 1:
+                    self.violations.append(f"tables: {label} value {value!r} committed {n} times")
+                if value not in self.holders[label]:
+                    self.violations.append(
+                        f"tables: {label} value {value!r} committed but no process received it"
+                    )
