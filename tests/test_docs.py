@@ -305,3 +305,68 @@ def test_the_changelog_dates_the_packages_version_and_repeats_no_line() -> None:
         bullets = re.findall(r"^- (.+(?:\n  .+)*)", section, re.M)
         repeated = {b.split("\n")[0] for b in bullets if bullets.count(b) > 1}
         assert repeated == set(), f"listed twice under {section.splitlines()[0]}: {repeated}"
+
+
+class _Text(HTMLParser):
+    """The text of an HTML fragment, as a browser shows it in a ``<pre>``."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.parts: list[str] = []
+
+    def handle_data(self, data: str) -> None:
+        self.parts.append(data)
+
+
+def html_text(fragment: str) -> str:
+    parser = _Text()
+    parser.feed(fragment)
+    return "".join(parser.parts)
+
+
+def signature_line_length() -> int:
+    found = re.search(r"^\s+line_length:\s*(\d+)\s*$", (ROOT / "mkdocs.yml").read_text(), re.M)
+    assert found, "mkdocs.yml sets no line_length for the signatures"
+    return int(found.group(1))
+
+
+def test_the_docs_extra_wraps_the_api_signatures(site: Path) -> None:
+    """mkdocstrings wraps a signature only with a formatter installed (Ruff or Black): the
+    ``docs`` extra brings one, and the built reference's signatures fit their line length, the
+    long ones spread over several lines. (``docs/check_rendering.py`` checks the same and more
+    in a browser.)"""
+    docs_extra = re.search(r"^docs = \[\n(.*?)^\]", PYPROJECT.read_text("utf-8"), re.M | re.S)
+    assert docs_extra and re.search(r'^\s+"(ruff|black)\b', docs_extra.group(1), re.M)
+    limit = signature_line_length()
+    reference = (site / "reference" / "index.html").read_text(encoding="utf-8")
+    blocks = re.findall(r'<div class="doc-signature[^"]*"><pre>(.*?)</pre>', reference, re.S)
+    signatures = [html_text(block).strip("\n") for block in blocks]
+    assert len(signatures) >= 20
+    too_long = [line for s in signatures for line in s.splitlines() if len(line) > limit]
+    assert too_long == [], too_long
+    (from_url,) = [s for s in signatures if s.startswith("from_url(")]
+    assert len(from_url.splitlines()) > 5, from_url
+
+
+def test_the_api_reference_has_one_title_and_a_short_table_of_contents(site: Path) -> None:
+    """The page's title is words, not repeated as a code box below it, and its table of
+    contents lists its groups and the classes and functions in them, not every method
+    (``toc_depth: 3`` in mkdocs.yml; the members' methods are level 4)."""
+    reference = (site / "reference" / "index.html").read_text(encoding="utf-8")
+    titles, headings = (
+        [" ".join(html_text(h).replace("¶", "").split()) for h in found]
+        for found in (
+            re.findall(rf"<h{level}[^>]*>(.*?)</h{level}>", reference, re.S) for level in (1, 3)
+        )
+    )
+    assert titles == ["API reference"]
+    names = [heading.split()[0] for heading in headings]
+    assert "sa_redis_ids" not in names and {"RedisIds", "redis_id", "Redlock"} <= set(names)
+    # the right-hand table of contents: the page's last "toc" component, before the content
+    toc = reference.split('data-md-component="toc"')[-1].split('<div class="md-content"', 1)[0]
+    entries = [
+        " ".join(html_text(a).split())
+        for a in re.findall(r'<a href="#[^"]*"[^>]*>(.*?)</a>', toc, re.S)
+    ]
+    assert {"The front end", "RedisIds", "redis_id"} <= set(entries), entries
+    assert "from_url" not in entries and len(entries) <= 40, entries
