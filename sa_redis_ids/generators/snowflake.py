@@ -15,14 +15,20 @@ numbers are doubles.
 * **Clock backwards** means the Redis time is behind the latest time *seen*, not behind the last
   millisecond issued (which may be borrowed). Up to ``tolerance_ms`` behind, the node keeps issuing
   after its last millisecond; further behind it raises [`ClockMovedBackwards`][sa_redis_ids.ClockMovedBackwards].
-* **Lost state.** A new namespace (no state on the node, no mark in this process, nothing in the
-  floor) starts at the current millisecond. A process that already received IDs from the node
-  remembers the last (millisecond, slot): a state missing (``FLUSHALL``, a restart without
-  persistence), below it, or on a node that moved (a failover to a replica that missed the last
-  writes) resumes after the later of that and the clock, plus ``headroom`` ms (default
-  ``tolerance_ms``), so IDs it borrowed ahead of the clock are not repeated either. ``floor=`` (the
-  highest ID a table holds, see [`floor_from_column`][sa_redis_ids.floor_from_column]) adds the
-  database's view.
+* **Lost state.** A new namespace (no state and no claim on the node, no mark in this process,
+  nothing in the floor) starts at the current millisecond. A process that already received IDs
+  from the node remembers the last (millisecond, slot): a state missing (``FLUSHALL``, a restart
+  without persistence, the state key alone deleted or evicted while its claim survives), below
+  it, or on a node that moved (a failover to a replica that missed the last writes) is a loss:
+  it resumes after the later of that mark, the floor and the clock, plus ``headroom`` ms (default
+  ``tolerance_ms``), so IDs borrowed ahead of the clock are not repeated either; the heal is
+  logged and counted.
+* **Floors.** ``floor=`` (the highest ID a table holds, see
+  [`floor_from_column`][sa_redis_ids.floor_from_column]; a generator bound to a column reads that
+  column) bounds the state from below. A state at or past this process's mark but below the floor
+  lost nothing this process knows of (rows of its own last milliseconds, another node's, or IDs
+  of a generator this one took over from): the next ID is simply the first slot after the
+  floor's millisecond, or the clock's if later; nothing is healed, logged or counted.
 * **N nodes** (a step scheme): node ``k`` of ``N`` only issues sequence values ``≡ k (mod
   N)``, so two nodes can never produce the same (millisecond, shard, sequence).
 """
@@ -444,22 +450,17 @@ class SnowflakeGenerator(IdGenerator[int]):
         if unread == b"ask" and not high.consulted(index):
             floor = yield from self._floor_slot(slots)  # once per process and node
         for _ in range(2):
-            guard = max(high.mark(index) or NO_GUARD, floor or NO_GUARD)
-            state = unread if floor is None else b"given"
-            reply = yield Run(
-                node,
-                "snowflake",
-                call.keys,
-                [
-                    n,
-                    high.seen_with(index, call.claim),
-                    *call.head,
-                    guard[0],
-                    guard[1],
-                    state,
-                    call.headroom,
-                ],
-            )
+            mark = high.mark(index) or NO_GUARD
+            seen = high.seen_with(index, call.claim)
+            if floor is None:
+                args = [n, seen, *call.head, mark[0], mark[1], unread, call.headroom]
+            else:
+                # The guard (what the fast path checks) is the later of the mark and the floor;
+                # the mark follows alone, so a state below the floor but not below the mark is
+                # raised to the floor, not healed as a loss.
+                guard = max(mark, floor)
+                args = [n, seen, *call.head, *guard, b"given", call.headroom, *mark]
+            reply = yield Run(node, "snowflake", call.keys, args)
             if type(reply) is int:  # the fast path: sound state, the node this process saw
                 first_ms, first = divmod(reply, slots)
                 if floor is not None:

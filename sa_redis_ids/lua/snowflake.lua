@@ -16,13 +16,18 @@
 -- ARGV[5]  slots per millisecond on this node (its share of the sequence values)
 -- ARGV[6]  tolerance: how far (ms) the clock may be behind `seen` and still be served
 -- ARGV[7]  guard ms, ARGV[8] guard slot: the state must already be at or past this slot ("-1":
---          no guard); the last slot this process received from the node, or the database's floor
+--          no guard); the later of the last slot this process received from the node (its mark)
+--          and the database's floor
 -- ARGV[9]  the floor: "none" (no floor), "ask" (a missing state, or one below the guard, is
 --          reported, not healed) or "given" (the guard includes the floor)
--- ARGV[10] headroom: a guarded state (missing although a guard or the floor knows of IDs, below
---          the guard, or on a node that moved) resumes this many ms after the later of the guard
---          and the clock; a missing state with neither guard nor floor (a new namespace) starts at
---          the clock
+-- ARGV[10] headroom: a lost state (missing although the mark, the floor or the node claim knows
+--          of IDs, below the mark, or on a node that moved) resumes this many ms after the later
+--          of the guard and the clock; a missing state with neither guard, floor nor claim (a new
+--          namespace) starts at the clock
+-- ARGV[11] mark ms, ARGV[12] mark slot: only with the floor "given", the mark alone (without the
+--          floor); otherwise the guard is the mark. A state at or past the mark but below the
+--          floor lost nothing this process knows of (rows of its own last milliseconds, another
+--          node's, or a generator's before it): it is raised to the floor, not healed
 -- Returns  the first slot as one integer, first ms * slots per ms + first slot, when the state was
 --          sound, the node is the one this process saw and the number is exact (the common
 --          case: the slots run on from it, a full millisecond at a time); else
@@ -106,6 +111,10 @@ local function whole(x)
 end
 
 local seen_id, claim = string.match(ARGV[2], '^(%S*) (.*)$')
+local state = redis.call('HMGET', KEYS[1], 'ms', 'c', 'seen')
+-- A state missing while the node claim stands was lost alone (deleted, evicted): the claim is
+-- recorded by the same call that creates the state, so the namespace is not new.
+local claimed = not (state[1] or state[2] or state[3]) and redis.call('EXISTS', KEYS[2]) == 1
 local recorded, identity, moved = claim_and_identity(KEYS[2], claim, KEYS[3], seen_id)
 if recorded then
   return {2, recorded}
@@ -115,7 +124,6 @@ local now = redis_now_ms() - tonumber(ARGV[3])
 if now < 0 then
   return {30, -now}
 end
-local state = redis.call('HMGET', KEYS[1], 'ms', 'c', 'seen')
 local last_ms, last_c, seen = tonumber(state[1]), tonumber(state[2]), tonumber(state[3])
 -- A state with a field deleted by hand: without its slot, any slot of its millisecond may have
 -- been issued, so that millisecond counts as used up; without its millisecond, it is lost (but
@@ -125,12 +133,17 @@ if last_ms and not last_c then
   last_c = slots - 1
 end
 local guard_ms, guard_c = tonumber(ARGV[7]), tonumber(ARGV[8])
+local mark_ms, mark_c = guard_ms, guard_c
+if ARGV[9] == 'given' then
+  mark_ms, mark_c = tonumber(ARGV[11]), tonumber(ARGV[12])
+end
 local healed = ''
-local low = last_ms and guard_ms >= 0
-  and (last_ms < guard_ms or (last_ms == guard_ms and last_c < guard_c))
-if not last_ms and not partial and guard_ms < 0 and not moved and ARGV[9] ~= 'ask' then
-  -- A namespace nobody is known to have drawn from (no state, no mark, no floor): it starts at
-  -- the clock.
+local low = last_ms and mark_ms >= 0
+  and (last_ms < mark_ms or (last_ms == mark_ms and last_c < mark_c))
+if not last_ms and not partial and not claimed and guard_ms < 0 and not moved
+    and ARGV[9] ~= 'ask' then
+  -- A namespace nobody is known to have drawn from (no state, no claim, no mark, no floor): it
+  -- starts at the clock.
   last_ms, last_c = -1, 0
 elseif not last_ms or low or moved then
   if ARGV[9] == 'ask' then
@@ -153,6 +166,12 @@ elseif not last_ms or low or moved then
     healed = last_ms and whole(last_ms) or '-'
     last_ms, last_c, seen = target, slots, nil
   end
+elseif last_ms < guard_ms or (last_ms == guard_ms and last_c < guard_c) then
+  -- At or past the mark, below the floor: the table holds IDs of this state's millisecond (the
+  -- floor counts its millisecond as used up) or of later ones. Nothing was lost that this
+  -- process knows of; the next slot simply lies above the floor, at most a millisecond past the
+  -- later of the floor and the clock.
+  last_ms, last_c = guard_ms, guard_c
 end
 if seen and now < seen then
   if seen - now > tonumber(ARGV[6]) then
