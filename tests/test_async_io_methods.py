@@ -38,6 +38,7 @@ NO_IO = {
     "compose": "a value from its parts",
     "compose_all": "values from their parts",
     "day_and_counter": "the parts of a value",
+    "highest_counter": "the highest counter among given values of a day",
     "day_bounds": "the lowest and highest value of a day",
     "day_range": "the days a generator can issue",
     "id_range": "the values of a time range",
