@@ -40,6 +40,7 @@ RESERVED_FLAGS = frozenset(
         "--help",
         "--json",
         "--keep-days",
+        "--namespace",
         "--new",
         "--once",
         "--precreate-days",
