@@ -26,10 +26,9 @@ from tests.support.services import require_binary
 from tests.support.topologies import ReplicatedPair
 
 STEPS = 30
-SEEDS = [22, 33, 69]
+SEEDS = [8, 22, 33]
 """Seeds of the default suite on the direct topology (persistence, a replica, a proxy): between
-them every fault it has but a promotion, which seeds 65 and 145 of the soak reach (they fail on
-the regressions below and on a buffered block handed to a flush without its floor)."""
+them every fault it has (a lagging replica promoted in seed 8)."""
 SENTINEL_SEEDS = [305]
 FRONTS = ("sync",)
 """The front ends of the suite's seeds. The asyncio front end joins them once an asyncio

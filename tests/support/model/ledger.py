@@ -8,7 +8,8 @@
 - **Reserved**: a short ID reserved after the pool's last loss is never handed out.
 - **No false loss**: a process logs (``sa_redis_ids.rewinds``) or counts (``generator.rewinds``)
   a rewind of a namespace only if a fault lost that namespace's data since the process last
-  drew from it through Redis (a new process: since the run began); the log and the counter agree.
+  drew from it through Redis (a new process: if no process drew from it through its floor since
+  that loss); the log and the counter agree.
 - **Snowflake near the clock**: the state's millisecond is at most 50 ms ahead of Redis ``TIME``,
   unless a loss required more: while a snowflake loss is not yet seen by every process, a heal
   may resume ``headroom`` (1000 ms) past the later of the highest millisecond issued and the clock.
@@ -49,7 +50,9 @@ class Ledger:
     reserved: dict[int, str] = field(default_factory=dict)
     pending: dict[str, set[str]] = field(default_factory=dict)
     """Per process: namespaces that lost data since the process last drew from them."""
-    ever_lost: set[str] = field(default_factory=set)
+    unhealed: set[str] = field(default_factory=set)
+    """Namespaces that lost data and no process has drawn from through its floor since: a new
+    process may find them below the table (and heal) at its first call."""
     rewinds: dict[str, dict[str, int]] = field(default_factory=dict)
     logged: dict[str, dict[str, int]] = field(default_factory=dict)
     highest_sf_ms: int = 0
@@ -64,7 +67,7 @@ class Ledger:
     # -- processes ---------------------------------------------------------------------------
 
     def joined(self, name: str) -> None:
-        self.pending[name] = set(self.ever_lost)
+        self.pending[name] = set(self.unhealed)
         self.rewinds[name] = dict.fromkeys(LABELS, 0)
         self.logged[name] = dict.fromkeys(LABELS, 0)
 
@@ -156,6 +159,8 @@ class Ledger:
                 continue
             if counted or logged or (outcome["values"].get(label) and label not in BUFFERED):
                 pending.discard(label)
+            if outcome["values"].get(label) and label not in BUFFERED:
+                self.unhealed.discard(label)  # drawn through its floor
 
     def reserve(self, values: list[int], where: str) -> None:
         for value in values:
@@ -164,7 +169,7 @@ class Ledger:
 
     def lost(self, namespaces: set[str]) -> None:
         """A fault lost these namespaces' data."""
-        self.ever_lost |= namespaces
+        self.unhealed |= namespaces
         for pending in self.pending.values():
             pending |= namespaces
         if "sid" in namespaces:

@@ -97,6 +97,9 @@ def plan(
             replica_cut = (replica_cut or name == "replica-cut") and name != "promote"
             switched = switched or name == "sentinel-switch"
             trace.append(f"fault {name}")
+            if name == "delete-key" and rng.random() < 0.5:  # a lone lost key, then a pool call
+                who = rng.choice(sorted(live))
+                trace.append(f"{who} {_pool_call(rng)}")
             continue
         if roll < 0.24 and len(live) < MOST_PROCESSES:
             spawn(rng.choice(fronts))
@@ -127,12 +130,17 @@ def _action(rng: random.Random, front: str) -> str:
         return f"{kind} {rng.choice(tuple(TABLE_COLUMNS))} {n}"
     if kind == "fork":
         return f"fork {rng.choice(LABELS)} {rng.randint(1, 20)}"
-    if kind == "reserve":
+    if kind in ("reserve", "release"):
+        return _pool_call(rng, kind)
+    return "maintenance"
+
+
+def _pool_call(rng: random.Random, kind: str | None = None) -> str:
+    """A short-ID ``reserve`` of random pool values or a ``release`` of an issued one."""
+    if (kind or rng.choice(("reserve", "release"))) == "reserve":
         values = [POOL_OFFSET + rng.randrange(POOL_SIZE) for _ in range(rng.randint(1, 5))]
         return "reserve " + ",".join(map(str, values))
-    if kind == "release":
-        return f"release {rng.randrange(1000)}"
-    return "maintenance"
+    return f"release {rng.randrange(1000)}"
 
 
 def command_of(words: list[str]) -> tuple[Any, ...]:

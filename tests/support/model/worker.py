@@ -123,6 +123,7 @@ class Worker:
         self.spec = spec
         self.records = RewindRecords()
         logging.getLogger("sa_redis_ids.rewinds").addHandler(self.records)
+        logging.getLogger("sa_redis_ids").addHandler(logging.NullHandler())  # no stderr noise
         self.ids = self.make_ids()
         self.gens = generators(self.ids)
         _base, alpha, beta = models(self.gens)
