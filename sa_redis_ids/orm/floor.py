@@ -15,9 +15,10 @@ was evicted, a failover went to a replica that was behind). What it reads depend
   counter, so every value of the day's range is read (streamed) and the generator finds their
   highest counter with its key.
 
-The generator then continues above it (plus its ``headroom``), so no ID the table holds is issued
-again. Rows still uncommitted when Redis lost its data are invisible to the query; the headroom is
-what covers them.
+The generator then continues above it, so no ID the table holds is issued again: after a loss
+plus its ``headroom`` (rows still uncommitted when Redis lost its data are invisible to the query,
+and the headroom is what covers them, as far as it reaches); a snowflake whose state lost nothing
+only moves up to the floor.
 
 The column may be given lazily, as a zero-argument callable, when the model's own column default
 uses the generator (the model does not exist yet when the generator is made):
