@@ -194,6 +194,16 @@ def test_wheel_metadata_is_complete(built: Built) -> None:
         assert "MIT License" in wheel.read(licence).decode()
 
 
+def test_the_wheels_version_is_the_one_written_in_the_package(built: Built) -> None:
+    """The version is written once, as ``__version__``: the metadata reads it from there."""
+    found = re.search(
+        r'^__version__ = "([^"]+)"$', (PACKAGE / "__init__.py").read_text("utf-8"), re.M
+    )
+    assert found, "sa_redis_ids/__init__.py sets no __version__"
+    assert wheel_metadata(built)["Version"] == found.group(1)
+    assert built.wheel.name.startswith(f"sa_redis_ids-{found.group(1)}-")
+
+
 def sdist_names(built: Built) -> set[str]:
     with tarfile.open(built.sdist) as sdist:
         return {name.split("/", 1)[1] for name in sdist.getnames() if "/" in name}
