@@ -72,7 +72,7 @@ def test_a_double_failover_run_reports_what_the_idle_process_repeated(
     assert row[0] == "idle"
     drawn, lost, idle_drew, by_idle, among = _numbers(row)
     assert lost >= 200  # the others drew at least that many from the successor
-    assert 0 < idle_drew and by_idle <= min(idle_drew, lost) and among >= 0
+    assert idle_drew > 0 and by_idle <= min(idle_drew, lost) and among >= 0
     assert drawn >= lost + idle_drew
 
 
