@@ -20,7 +20,9 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from benchmarks import soak
 from sa_redis_ids import RedisIds, redis_id
 from sa_redis_ids.asyncio import AsyncRedisIds
+from tests.support.model.ledger import Ledger
 from tests.support.model.run import execute, plan, run_seed
+from tests.support.model.schema import LABELS
 from tests.support.servers import RedisServer
 from tests.support.services import require_binary
 from tests.support.topologies import ReplicatedPair
@@ -170,3 +172,89 @@ def test_a_flush_beside_a_first_direct_draw_after_a_loss() -> None:
     ]
     report = execute(trace)
     assert not report.failed, report.text()
+
+
+# -- the ledger flags what it checks (pure: no server) ------------------------------------------
+
+
+def _outcome(**parts: object) -> dict[str, object]:
+    found: dict[str, object] = {
+        "values": {},
+        "floorless": {},
+        "concurrent": {},
+        "errors": [],
+        "released": [],
+        "child": None,
+        "rewinds": dict.fromkeys(LABELS, 0),
+        "logged": dict.fromkeys(LABELS, 0),
+    }
+    found.update(parts)
+    return found
+
+
+def _ledger(*processes: str) -> Ledger:
+    ledger = Ledger()
+    for name in processes:
+        ledger.joined(name)
+    return ledger
+
+
+def test_the_ledger_flags_a_value_handed_out_twice_but_not_a_released_one() -> None:
+    ledger = _ledger("P1", "P2")
+    ledger.outcome("a", "P1", _outcome(values={"seq": [1, 2], "sid": [10_000_005]}))
+    ledger.outcome("b", "P2", _outcome(values={"seq": [3]}, released=[10_000_005]))
+    ledger.outcome("c", "P2", _outcome(values={"sid": [10_000_005]}))
+    assert ledger.violations == []
+    ledger.outcome("d", "P2", _outcome(values={"seq": [2]}))
+    assert len(ledger.violations) == 1 and "seq value 2 handed out twice" in ledger.violations[0]
+
+
+def test_the_ledger_counts_a_repeat_of_a_value_drawn_before_the_floor_apart() -> None:
+    ledger = _ledger("P1", "P2")
+    ledger.outcome("a", "P1", _outcome(values={"seqb": [1, 2]}))
+    ledger.outcome("b", "P2", _outcome(floorless={"seqb": [2]}))
+    assert ledger.violations == [] and len(ledger.limits) == 1
+
+
+def test_the_ledger_flags_a_rewind_without_a_loss_and_allows_one_after() -> None:
+    ledger = _ledger("P1")
+    counted = dict.fromkeys(LABELS, 0) | {"seq": 1}
+    ledger.outcome("a", "P1", _outcome(values={"seq": [5]}, rewinds=counted, logged=counted))
+    assert len(ledger.violations) == 1 and "no fault lost" in ledger.violations[0]
+    ledger = _ledger("P1")
+    ledger.lost({"seq"})
+    ledger.outcome("a", "P1", _outcome(values={"seq": [5]}, rewinds=counted, logged=counted))
+    assert ledger.violations == []
+    twice = dict.fromkeys(LABELS, 0) | {"seq": 2}
+    ledger.outcome("b", "P1", _outcome(values={"seq": [6]}, rewinds=twice, logged=counted))
+    assert len(ledger.violations) == 2  # not lost again, and counted 1 but logged 0
+
+
+def test_the_ledger_flags_close_concurrent_short_ids_reserved_ones_and_other_errors() -> None:
+    ledger = _ledger("P1")
+    close = [10_000_100, 10_000_101, 10_000_102, 10_500_000]
+    ledger.outcome("a", "P1", _outcome(concurrent={"sid": close}))
+    assert len(ledger.violations) == 1 and "3 pairs of 4" in ledger.violations[0]
+    ledger.reserve([10_300_000], "at step 1")
+    ledger.outcome("b", "P1", _outcome(values={"sid": [10_300_000]}))
+    assert "reserved" in ledger.violations[1]
+    ledger.outcome("c", "P1", _outcome(errors=[("IntegrityError", False, "UNIQUE")]))
+    assert "not a SaRedisIdsError" in ledger.violations[2]
+    ledger.lost({"sid"})  # a lost bitmap loses its reservations: reserve again
+    ledger.reserve([10_300_001], "at step 2")
+    ledger.outcome("d", "P1", _outcome(values={"sid": [10_300_001]}))
+    assert len(ledger.violations) == 4
+
+
+def test_the_ledger_bounds_the_snowflake_lead_unless_a_loss_needed_more() -> None:
+    ledger = _ledger("P1")
+    now = 1_800_000_000_000
+    ledger.snowflake("a", ledger.snowflake_loss_open(), 50, now)
+    assert ledger.violations == []
+    ledger.snowflake("b", ledger.snowflake_loss_open(), 200, now)
+    assert len(ledger.violations) == 1 and "200 ms ahead" in ledger.violations[0]
+    ledger.lost({"sf"})
+    ledger.snowflake("c", ledger.snowflake_loss_open(), 1000, now)
+    assert len(ledger.violations) == 1  # a heal resumes headroom (1000 ms) past the clock
+    ledger.snowflake("d", ledger.snowflake_loss_open(), 1200, now)
+    assert len(ledger.violations) == 2
