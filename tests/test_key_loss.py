@@ -15,6 +15,7 @@ back once that process calls again, see the operating page): there one process h
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import date, time
@@ -185,3 +186,71 @@ def test_a_key_lost_alone_then_every_maintenance_call_repeats_nothing(
     drawn += second.next_ids(DRAWS) + newcomer.next_ids(DRAWS)
     assert duplicates(drawn) == {}, f"repeated after {key} was lost"
     assert len(drawn) == 6 * DRAWS + 5
+
+
+class HeldFloor:
+    """A floor whose first reading waits until released (the process reading it holds a lock
+    or a claim meanwhile); later readings answer at once."""
+
+    def __init__(self, answer: Any):
+        self.answer = answer
+        self.entered = threading.Event()
+        self.release = threading.Event()
+
+    def __call__(self, *day: Any) -> Any:
+        if not self.entered.is_set():
+            self.entered.set()
+            assert self.release.wait(30), "never released"
+        return self.answer
+
+
+def _while_held(backend: Backend, first: Any, second: Any, floor: HeldFloor, part: str) -> Any:
+    """``first`` draws until it reads its held floor; every key whose name holds ``part`` is
+    deleted; ``second`` draws; then ``first`` goes on. All values drawn, first's then second's."""
+    found: dict[str, list[Any]] = {}
+    thread = threading.Thread(target=lambda: found.setdefault("first", first.next_ids(DRAWS)))
+    thread.start()
+    assert floor.entered.wait(30), "the first process never read its floor"
+    present: list[str] = backend.keys()
+    lost = [key for key in present if part in key]
+    assert lost, f"no key holds {part!r} while the first process reads its floor"
+    for key in lost:
+        backend.client.delete(key)
+    found["second"] = second.next_ids(DRAWS)
+    floor.release.set()
+    thread.join(30)
+    return found["first"] + found["second"]
+
+
+@pytest.mark.parametrize("factory", ["date_prefixed", "daily_code"])
+def test_the_first_of_day_lock_lost_while_held_lets_a_second_seeder_in_harmlessly(
+    backend: Backend, factory: str
+) -> None:
+    """The Redlock that guards seeding a day from its floor is lost while one process holds it:
+    another seeds the day meanwhile; the first's seed then finds the day created and changes
+    nothing (the seed only creates a missing counter, atomically). No value twice, none at or
+    below the floor."""
+    (strategy,) = [s for s in STRATEGIES if s.factory == factory]
+    floor = HeldFloor(50)
+    first = strategy.make(backend, floor)
+    second = strategy.make(backend, lambda day: 50)
+    drawn = _while_held(backend, first, second, floor, ":lock:")
+    counters = [first.day_and_counter(value)[1] for value in drawn]
+    assert duplicates(drawn) == {} and len(drawn) == 2 * DRAWS
+    assert min(counters) > 50
+
+
+def test_the_short_id_merge_claim_lost_while_held_makes_a_second_merge_harmlessly(
+    backend: Backend,
+) -> None:
+    """The claim of the process merging the floor into the pool (at its first use) is lost while
+    it merges: another process then merges too instead of waiting for it (merges only mark
+    values taken). No value twice, none of the table's."""
+    (strategy,) = [s for s in STRATEGIES if s.factory == "short_id"]
+    used = list(range(10_000, 10_100))
+    floor = HeldFloor(used)
+    first = strategy.make(backend, floor)
+    second = strategy.make(backend, lambda: used)
+    drawn = _while_held(backend, first, second, floor, ":sid:floor:claim")
+    assert duplicates(drawn) == {} and len(drawn) == 2 * DRAWS
+    assert set(drawn).isdisjoint(used)
