@@ -75,10 +75,12 @@ class Held:
     """Values committed in both tables (one sequence bound to two tables)."""
 
 
-def _sequence_model(ids: RedisIds, tables: Sequence[str]) -> tuple[Any, list[Any]]:
+def _sequence_model(
+    ids: RedisIds, tables: Sequence[str], headroom: int | None = None
+) -> tuple[Any, list[Any]]:
     """One sequence of ``ids`` and one mapped class per table name, every ``id`` from it (its
     column floor is every table's column): what one process of the application defines."""
-    sequence = ids.sequence("held")
+    sequence = ids.sequence("held", headroom=headroom)
 
     class Base(DeclarativeBase):
         pass
@@ -116,14 +118,22 @@ def _insert_batches(engine: Engine, row: Any, count: int, batch: int) -> tuple[l
     return drawn, failed
 
 
-def _held_case(server: RedisServer, engine: Engine, *, held: int, batch: int, two: bool) -> Held:
+def _held_case(
+    server: RedisServer,
+    engine: Engine,
+    *,
+    held: int,
+    batch: int,
+    two: bool,
+    headroom: int | None = None,
+) -> Held:
     """A holder keeps ``held`` values of a sequence in an open transaction; Redis is emptied; a new
     process inserts ``held`` rows into the same table (``two=False``) or another table bound to
     the same sequence; the holder commits once the new process has read its floor."""
     tag = uuid.uuid4().hex[:8]
     names = [f"limits_held_{tag}_a", f"limits_held_{tag}_b"][: 2 if two else 1]
     prefix = f"lim{tag}"
-    _, holder = _sequence_model(RedisIds.from_url(server.url, prefix=prefix), names)
+    _, holder = _sequence_model(RedisIds.from_url(server.url, prefix=prefix), names, headroom)
     holder[0].metadata.create_all(engine)
     try:
         with Session(engine) as session:  # rows committed before: the table's floor
@@ -135,7 +145,9 @@ def _held_case(server: RedisServer, engine: Engine, *, held: int, batch: int, tw
         holding.flush()
         held_values = {obj.id for obj in objects}
         server.client().flushall()
-        generator, newcomer = _sequence_model(RedisIds.from_url(server.url, prefix=prefix), names)
+        generator, newcomer = _sequence_model(
+            RedisIds.from_url(server.url, prefix=prefix), names, headroom
+        )
         target = newcomer[-1]
         result: dict[str, Any] = {}
 
@@ -183,16 +195,26 @@ def _held_case(server: RedisServer, engine: Engine, *, held: int, batch: int, tw
 
 
 def held(
-    runs: int, *, values: int = 5000, batch: int = 100, db_url: str = POSTGRES_URL
+    runs: int,
+    *,
+    values: int = 5000,
+    batch: int = 100,
+    db_url: str = POSTGRES_URL,
+    headroom: int | None = None,
 ) -> list[Held]:
-    """``runs`` runs of each ``held`` case (same table, then two tables), on a server of its own."""
+    """``runs`` runs of each ``held`` case (same table, then two tables), on a server of its own;
+    ``headroom``: the sequence's ``headroom=`` (None: its default)."""
     server = RedisServer().start()
     engine = create_engine(db_url)
     try:
         found = []
         for _ in range(runs):
-            same = _held_case(server, engine, held=values, batch=batch, two=False)
-            other = _held_case(server, engine, held=values, batch=batch, two=True)
+            same = _held_case(
+                server, engine, held=values, batch=batch, two=False, headroom=headroom
+            )
+            other = _held_case(
+                server, engine, held=values, batch=batch, two=True, headroom=headroom
+            )
             found.append(
                 Held(
                     held=same.held,
@@ -526,6 +548,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--held", type=int, default=5000, help="values held (held)")
     parser.add_argument("--batch", type=int, default=100, help="rows per batch (held)")
     parser.add_argument("--db-url", default=POSTGRES_URL, help="database of held (not SQLite)")
+    parser.add_argument("--headroom", type=int, help="the sequence's headroom= (held)")
     parser.add_argument("--on-successor", type=int, default=3000, help="double-failover")
     parser.add_argument("--block", type=int, default=200, help="first block size (rewind)")
     parser.add_argument("--idle-draws", type=int, default=200_000, help="rewind")
@@ -546,7 +569,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     if "held" in chosen:
         with load():
-            found = held(args.runs, values=args.held, batch=args.batch, db_url=args.db_url)
+            found = held(
+                args.runs,
+                values=args.held,
+                batch=args.batch,
+                db_url=args.db_url,
+                headroom=args.headroom,
+            )
         print(f"\nheld: {args.held} values held in an open transaction, FLUSHALL, a new process")
         print(
             table(

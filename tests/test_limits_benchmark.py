@@ -17,12 +17,12 @@ import pytest
 from benchmarks import limits
 
 
-@pytest.mark.parametrize("held", [800, 1250])
+@pytest.mark.parametrize(("held", "headroom"), [(800, None), (1250, None), (1250, 300)])
 def test_a_new_process_repeats_exactly_the_values_held_past_the_headroom(
-    postgresql_url: str, held: int
+    postgresql_url: str, held: int, headroom: int | None
 ) -> None:
-    (run,) = limits.held(1, values=held, batch=100, db_url=postgresql_url)
-    assert run.headroom == 1000  # the default of an unbuffered generator
+    (run,) = limits.held(1, values=held, batch=100, db_url=postgresql_url, headroom=headroom)
+    assert run.headroom == (1000 if headroom is None else headroom)  # 1,000: the default
     past = max(0, held - run.headroom)
     # same table: the new process draws exactly the held values past the headroom, and every
     # batch holding one of them fails once the holder commits
