@@ -19,12 +19,15 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import date, time
+from pathlib import Path
 from typing import Any
 
 import pytest
+from sqlalchemy import BigInteger, Column, MetaData, String, Table, create_engine, insert
 
 from sa_redis_ids import DayMissing, RedisIds
 from sa_redis_ids.generators.base import IdGenerator
+from sa_redis_ids.maintenance.reseed import reseed_from_table
 from tests.conftest import Backend
 from tests.support.days import shift_to_local
 from tests.support.uniqueness import duplicates
@@ -35,7 +38,7 @@ DRAWS = 40
 
 
 @dataclass
-class Table:
+class Known:
     """What the database holds: the values committed so far."""
 
     values: list[Any] = field(default_factory=list)
@@ -51,7 +54,7 @@ class Strategy:
     options: dict[str, Any]
     keys: Callable[[Any], dict[str, str]]
     """Every key of the generator's state, by what it is."""
-    maintain: Callable[[Any, Table], list[str]]
+    maintain: Callable[[Any, Known], list[str]]
     """Every maintenance and reservation call, run on a fresh generator: what each did."""
 
     def make(self, backend: Backend, floor: Any = None) -> Any:
@@ -64,7 +67,7 @@ class Strategy:
             shift_to_local(generator, DAY, time(10))
         return generator
 
-    def floor(self, table: Table) -> Any:
+    def floor(self, table: Known) -> Any:
         """The table as the strategy's floor (highest value, day's highest counter, values)."""
         if self.factory == "short_id":
             return lambda: list(table.values)
@@ -106,12 +109,12 @@ def _short_keys(g: Any) -> dict[str, str]:
     }
 
 
-def _maintain_counter(g: Any, table: Table) -> list[str]:
+def _maintain_counter(g: Any, table: Known) -> list[str]:
     g.check_claims()
     return [f"ensure_at_least: {g.ensure_at_least(table.highest())}"]
 
 
-def _maintain_dated(g: Any, table: Table) -> list[str]:
+def _maintain_dated(g: Any, table: Known) -> list[str]:
     done: list[str] = []
     try:
         done.append(f"precreate: {g.precreate(DAY)}")
@@ -124,7 +127,7 @@ def _maintain_dated(g: Any, table: Table) -> list[str]:
     return done
 
 
-def _maintain_pool(g: Any, table: Table) -> list[str]:
+def _maintain_pool(g: Any, table: Known) -> list[str]:
     free = [v for v in range(g.offset, g.max_value + 1) if v not in set(table.values)]
     vanity, given_back = free[-1], free[-2]
     return [
@@ -164,7 +167,7 @@ CASES = [
 def test_a_key_lost_alone_then_every_maintenance_call_repeats_nothing(
     backend: Backend, strategy: Strategy, key: str, holders: str
 ) -> None:
-    table = Table()
+    table = Known()
     floor = strategy.floor(table) if holders != "without floor" else None
     first, second = strategy.make(backend, floor), strategy.make(backend, floor)
     drawn = first.next_ids(DRAWS)
@@ -254,3 +257,41 @@ def test_the_short_id_merge_claim_lost_while_held_makes_a_second_merge_harmlessl
     drawn = _while_held(backend, first, second, floor, ":sid:floor:claim")
     assert duplicates(drawn) == {} and len(drawn) == 2 * DRAWS
     assert set(drawn).isdisjoint(used)
+
+
+MAIN_KEYS = {"sequence": "counter", "date_prefixed": "day counters", "daily_code": "day counters"}
+MAIN_KEYS["short_id"] = "bitmap"
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES, ids=[s.name for s in STRATEGIES])
+def test_a_reseed_after_a_lone_loss_repeats_nothing(
+    backend: Backend, strategy: Strategy, tmp_path: Path
+) -> None:
+    """`reseed_from_table` (what ``sa-redis-ids reseed`` runs) after the state's main key alone
+    was lost, from a table that lacks what another process still holds: the values drawn after
+    it, by a new process first, repeat nothing."""
+    engine = create_engine(f"sqlite:///{tmp_path / 'reseed.sqlite3'}")
+    kind = String(30) if strategy.factory == "daily_code" else BigInteger()
+    rows = Table("rows", MetaData(), Column("value", kind, primary_key=True))
+    rows.metadata.create_all(engine)
+    held_values = Known()
+    first, second = strategy.make(backend), strategy.make(backend)
+    drawn = first.next_ids(DRAWS)
+    if strategy.factory == "short_id":  # one process holds them all, committed (see above)
+        drawn += first.next_ids(DRAWS)
+        committed = list(drawn)
+    else:
+        committed = list(drawn)
+        drawn += second.next_ids(DRAWS)  # held, above the table
+    with engine.begin() as connection:
+        connection.execute(insert(rows), [{"value": value} for value in committed])
+    held_values.values += committed
+    backend.client.delete(strategy.keys(first)[MAIN_KEYS[strategy.name]])
+
+    reseed_from_table(strategy.make(backend), engine, rows, "value")
+
+    newcomer = strategy.make(backend, floor=strategy.floor(held_values))
+    drawn += newcomer.next_ids(DRAWS)
+    drawn += first.next_ids(DRAWS) + second.next_ids(DRAWS) + newcomer.next_ids(DRAWS)
+    assert duplicates(drawn) == {}
+    engine.dispose()
