@@ -174,6 +174,29 @@ def test_a_flush_beside_a_first_direct_draw_after_a_loss() -> None:
     assert not report.failed, report.text()
 
 
+@pytest.mark.xfail(
+    strict=True,
+    raises=AssertionError,
+    reason="after a promotion every process heals its snowflake state, each one headroom "
+    "(1 s) past the IDs the one before it issued after the loss (its column floor shows them), "
+    "so two processes leave the state about 1.6 s ahead of the clock where one loss needs 1 s",
+)
+def test_heals_after_one_promotion_do_not_stack_a_snowflake_ahead() -> None:
+    trace = [
+        "world direct",
+        "spawn P1 sync",
+        "spawn P2 sync",
+        "P1 flush alpha 3",
+        "P2 flush alpha 3",
+        "fault replica-cut",
+        "fault promote",
+        "P1 flush alpha 2",  # heals: the node moved
+        "P2 flush alpha 2",  # heals too, above P1's new IDs
+    ]
+    report = execute(trace)
+    assert not report.failed, report.text()
+
+
 # -- the ledger flags what it checks (pure: no server) ------------------------------------------
 
 

@@ -12,7 +12,9 @@
   that loss); the log and the counter agree.
 - **Snowflake near the clock**: the state's millisecond is at most 50 ms ahead of Redis ``TIME``,
   unless a loss required more: while a snowflake loss is not yet seen by every process, a heal
-  may resume ``headroom`` (1000 ms) past the later of the highest millisecond issued and the clock.
+  may resume ``headroom`` (1000 ms) past the later of the clock and the highest millisecond
+  issued before the loss. A heal after another one adds nothing: values issued after the loss
+  (the first healer's, which a column floor shows) need only the next millisecond.
 - **Short IDs independent**: concurrent single ``next_id()`` calls give no more pairs within 10
   of each other than independent random positions would (3 or more such pairs among at most 16
   values of a 1,000,000 pool: chance about 3 in a billion).
@@ -56,12 +58,17 @@ class Ledger:
     rewinds: dict[str, dict[str, int]] = field(default_factory=dict)
     logged: dict[str, dict[str, int]] = field(default_factory=dict)
     highest_sf_ms: int = 0
+    sf_lost_at_ms: int = 0
+    """The highest snowflake millisecond issued when the namespace last lost data: what a heal
+    must resume above (plus its headroom), besides the clock."""
     sf_cap_ms: int = 0
     """The furthest (absolute ms) a snowflake heal may have put the state."""
     floorless: dict[str, set[Any]] = field(default_factory=lambda: {x: set() for x in LABELS})
     violations: list[str] = field(default_factory=list)
     limits: list[str] = field(default_factory=list)
     """Repeats the documentation does not cover (a value drawn before its floor was known)."""
+    healed: list[str] = field(default_factory=list)
+    """Every rewind counted, where (for the log)."""
     received: int = 0
 
     # -- processes ---------------------------------------------------------------------------
@@ -132,11 +139,14 @@ class Ledger:
         child = outcome.get("child")
         if child is not None:  # a forked child: its counters went on from its parent's
             self._counted(f"{where} (forked child)", who, child, keep=False)
-        self._counted(where, who, outcome, keep=True)
+        self._counted(where, who, outcome, keep=True, drew=child is None)
 
-    def _counted(self, where: str, who: str, outcome: dict[str, Any], *, keep: bool) -> None:
+    def _counted(
+        self, where: str, who: str, outcome: dict[str, Any], *, keep: bool, drew: bool = False
+    ) -> None:
         """Compare ``who``'s rewind counters and records with what it may have healed;
-        ``keep``: they become ``who``'s new baseline (a forked child's do not)."""
+        ``keep``: they become ``who``'s new baseline (a forked child's do not); ``drew``: the
+        step's values are ``who``'s own (not a forked child's)."""
         if who not in self.pending:
             return
         pending = self.pending[who]
@@ -155,11 +165,14 @@ class Ledger:
                     f"{where}: {label} rewind counted {counted}, logged {logged}, "
                     "but no fault lost its data since this process last drew from it"
                 )
+            if counted or logged:
+                self.healed.append(f"{where}: {label} {counted}")
             if not keep:
                 continue
-            if counted or logged or (outcome["values"].get(label) and label not in BUFFERED):
+            through = drew and bool(outcome["values"].get(label)) and label not in BUFFERED
+            if counted or logged or through:
                 pending.discard(label)
-            if outcome["values"].get(label) and label not in BUFFERED:
+            if through:
                 self.unhealed.discard(label)  # drawn through its floor
 
     def reserve(self, values: list[int], where: str) -> None:
@@ -172,6 +185,8 @@ class Ledger:
         self.unhealed |= namespaces
         for pending in self.pending.values():
             pending |= namespaces
+        if "sf" in namespaces:
+            self.sf_lost_at_ms = self.highest_sf_ms
         if "sid" in namespaces:
             self.reserved.clear()  # reservations are lost with the bitmap (reserve again)
 
@@ -186,7 +201,7 @@ class Ledger:
         """Check the state's lead over the clock (``lead_ms``) at Redis time ``now_ms`` after
         ``step``; ``loss_open``: `snowflake_loss_open` before it."""
         if loss_open:
-            reach = max(self.highest_sf_ms, now_ms) + SNOWFLAKE_HEADROOM_MS + LEAD_MS
+            reach = max(self.sf_lost_at_ms, now_ms) + SNOWFLAKE_HEADROOM_MS + LEAD_MS
             self.sf_cap_ms = max(self.sf_cap_ms, reach)
         if lead_ms is None or lead_ms <= LEAD_MS:
             return

@@ -318,6 +318,7 @@ def execute(trace: list[str], *, seed: int | None = None, check_every: int = 5) 
             else:
                 process = processes[words[0]]
                 outcome = process.call(command_of(words[1:]))
+                heals = len(ledger.healed)
                 ledger.outcome(step, words[0], outcome)
                 if words[1] == "reserve" and not outcome["errors"]:
                     ledger.reserve(command_of(words[1:])[1], f"at step {index}")
@@ -326,6 +327,9 @@ def execute(trace: list[str], *, seed: int | None = None, check_every: int = 5) 
                     del processes[words[0]]
                     ledger.left(words[0])
                 entry = _summary(outcome)
+                if len(ledger.healed) > heals:
+                    rewound = [h.rsplit(": ", 1)[1] for h in ledger.healed[heals:]]
+                    entry += f" | rewinds: {', '.join(rewound)}"
             lead, now_ms = world.snowflake_lead()
             ledger.snowflake(step, loss_open, lead, now_ms)
             last = index == len(trace) - 1
