@@ -159,12 +159,18 @@ def _held_case(
 
         inserting = threading.Thread(target=insert)
         inserting.start()
-        # The holder commits once the newcomer healed from the floor (its first flush read it):
-        # on the same table the newcomer's first batch may wait for the holder's rows until then.
-        wait_until(lambda: generator.rewinds or not inserting.is_alive(), "the newcomer's heal")
-        holding.commit()
-        holding.close()
-        inserting.join()
+        # The holder commits once the newcomer's first flush read the floor and took its values
+        # (the counter exists again): on the same table that flush may wait for the holder's rows.
+        client = server.client()
+        try:
+            wait_until(
+                lambda: client.exists(generator.counter_key) or not inserting.is_alive(),
+                "the newcomer's first values",
+            )
+        finally:
+            holding.commit()
+            holding.close()
+            inserting.join()
         if "error" in result:
             raise result["error"]
         drawn: list[int] = result["drawn"]
