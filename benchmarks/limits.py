@@ -22,7 +22,9 @@ end, and measures, per run:
    its ceiling). A process whose last call came before the snapshot (*idle*) draws right after the
    reload. *idle*: the other processes stop at the reload; *busy*: they draw on.
 
-Every value is counted (buffered runs as intervals); nothing is asserted here. The figures are
+A *process* of ``held`` and ``double-failover`` is a ``RedisIds`` of its own (its own marks and
+connections; the drawing ones in threads); those of ``rewind`` are spawned processes. Every value
+is counted (buffered runs as intervals); nothing is asserted here. The figures are
 the ones the guarantees table of the operating page quotes.
 """
 
@@ -268,6 +270,7 @@ def repeated(runs: Sequence[tuple[int, int]]) -> int:
 
 
 def total(runs: Sequence[tuple[int, int]]) -> int:
+    """How many values ``runs`` hold, copies included."""
     return sum(last - first + 1 for first, last in runs)
 
 
@@ -288,6 +291,7 @@ class Repeats:
     """Values the other processes received twice among themselves."""
     idle_rewinds: int
     others_rewinds: int
+    """Heals counted (``generator.rewinds``) by the idle process and by the others."""
 
 
 # --- double-failover: a second failover inside the successor window -----------------------------
