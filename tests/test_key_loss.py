@@ -295,3 +295,26 @@ def test_a_reseed_after_a_lone_loss_repeats_nothing(
     drawn += first.next_ids(DRAWS) + second.next_ids(DRAWS) + newcomer.next_ids(DRAWS)
     assert duplicates(drawn) == {}
     engine.dispose()
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES, ids=[s.name for s in STRATEGIES])
+def test_a_process_that_knows_nothing_never_takes_a_lone_lost_key_for_a_new_one(
+    backend: Backend, strategy: Strategy
+) -> None:
+    """After the state's main key alone was lost, a new process with neither a mark nor a floor
+    cannot heal it. It never treats the namespace as new in silence: a day whose counter the day
+    index lists is refused (`DayMissing`); a sequence counter lost beside its claim restarts at
+    0 with the loss logged and counted, as does a short-ID pool (its bitmap missing beside its
+    total) after a heal with nothing to mark. A process that drew before then heals above it."""
+    first = strategy.make(backend)
+    drawn = first.next_ids(DRAWS)
+    backend.client.delete(strategy.keys(first)[MAIN_KEYS[strategy.name]])
+    newcomer = strategy.make(backend)
+    if strategy.factory in ("date_prefixed", "daily_code"):
+        with pytest.raises(DayMissing, match="vanished"):
+            newcomer.next_id()
+    else:
+        newcomer.next_id()
+        assert newcomer.rewinds == 1
+    drawn += first.next_ids(DRAWS)
+    assert duplicates(drawn) == {}

@@ -198,7 +198,16 @@ class SequenceGenerator(BufferedGenerator[int]):
                 floor = yield from self._floor_counter(node)
                 continue
             after = int(after_text)
-            if healed:
+            if healed and after == n:  # lost, and this process knows nothing above it
+                high.healed(
+                    node.name,
+                    "",
+                    "0",
+                    why="the counter was lost beside its claim, and this process has neither "
+                    "a mark nor a floor to heal it from: values may repeat; give the generator "
+                    "a floor",
+                )
+            elif healed:
                 high.healed(node.name, reply_text(healed), str(after - n))
             high.answered(index, identity, after)
             break

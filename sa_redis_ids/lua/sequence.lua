@@ -25,7 +25,9 @@
 -- Returns  the counter after taking n, as an integer, when the counter was sound and the node is
 --          the one this process saw (the common case); else, when values were taken, one string
 --          "after healed identity" (after: the counter after taking n; healed: "" when the
---          counter was sound, else the counter it was healed from, "-" when it was missing; the
+--          counter was sound, else the counter it was healed from, "-" when it was missing (also
+--          when it was missing beside its recorded claim, lost, with nothing to heal it from: no
+--          guard and no floor, so it restarts at 0, reported all the same); the
 --          node identity); else
 --          {0, identity}              with ARGV[6]: the transaction's values stand
 --          {1, counter now (string)}  exhausted: nothing taken
@@ -91,6 +93,9 @@ if (not before and (ask or guard ~= '0')) or (before and dec_gt(guard, before)) 
   end
 elseif pre and recorded and not dec_gt(taken, ARGV[3]) then
   return {0, identity}
+end
+if healed == '' and recorded and not current and not pre then
+  healed = '-'  -- lost beside its claim; this caller knows nothing to heal it from
 end
 local after = redis.call('INCRBY', KEYS[1], n)
 if after < 9007199254740992 then
