@@ -11,7 +11,8 @@ Steps:
 - ``world direct|sentinel``: the topology (first step, see `World`);
 - ``spawn P1 sync|asyncio``: a new process (its ``RedisIds`` or ``AsyncRedisIds``, the tables);
 - ``P1 draw|threads|flush|mix|fork|reserve|release|maintenance|exit ...``: a command of
-  `tests.support.model.worker`;
+  `tests.support.model.worker`; ``stalled`` at the end of a ``threads`` or ``mix`` step: Redis
+  holds writes for `STALL_MS` as it starts, so its callers queue and share calls;
 - ``fault NAME``: a fault of `World` (``flushall``, ``delete-key``, ``restart-empty``,
   ``restart-aof``, ``restart-rdb``, ``cut-connections``, ``replica-cut``, ``promote``,
   ``sentinel-switch``).
@@ -57,6 +58,8 @@ heals every namespace in every process, whether or not the replica missed writes
 logged then is not held against a process (the data comparison alone would call an in-sync
 promotion lossless)."""
 MOST_PROCESSES = 5
+STALL_MS = 150
+"""How long a ``stalled`` step's Redis holds writes (``CLIENT PAUSE ... WRITE``)."""
 
 
 # -- planning ----------------------------------------------------------------------------------
@@ -124,15 +127,24 @@ def _action(rng: random.Random, front: str) -> str:
         return f"draw {label} {n} {rng.choice(('one', 'many')) if n <= 10 else 'many'}"
     if kind == "threads":
         label = rng.choice(("sid", "sid", "seq", "seqb", "sf", "dc", "dp"))
-        return f"threads {label} {rng.randint(4, 16)}"
+        crowd = label == "sid" and rng.random() < 0.25  # enough callers for one call of 256+
+        return f"threads {label} {300 if crowd else rng.randint(4, 16)}" + _stall(rng)
     if kind in ("flush", "mix"):
         n = rng.randint(1, 20) if kind == "flush" else rng.randint(4, 12)
-        return f"{kind} {rng.choice(tuple(TABLE_COLUMNS))} {n}"
+        return f"{kind} {rng.choice(tuple(TABLE_COLUMNS))} {n}" + (
+            "" if kind == "flush" else _stall(rng)
+        )
     if kind == "fork":
         return f"fork {rng.choice(LABELS)} {rng.randint(1, 20)}"
     if kind in ("reserve", "release"):
         return _pool_call(rng, kind)
     return "maintenance"
+
+
+def _stall(rng: random.Random) -> str:
+    """Half the time, Redis stalls writes for `STALL_MS` as the step starts (``CLIENT PAUSE``):
+    its concurrent callers queue up and share calls, as they do on a busy server."""
+    return " stalled" if rng.random() < 0.5 else ""
 
 
 def _pool_call(rng: random.Random, kind: str | None = None) -> str:
@@ -317,6 +329,9 @@ def execute(trace: list[str], *, seed: int | None = None, check_every: int = 5) 
                 entry = f"{done}; lost: {', '.join(sorted(lost)) or 'nothing'}"
             else:
                 process = processes[words[0]]
+                if words[-1] == "stalled":
+                    words = words[:-1]
+                    world.client().client_pause(STALL_MS, all=False)
                 outcome = process.call(command_of(words[1:]))
                 heals = len(ledger.healed)
                 ledger.outcome(step, words[0], outcome)

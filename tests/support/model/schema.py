@@ -17,8 +17,9 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 from sa_redis_ids import redis_id, register
 
-POOL_SIZE = 1_000_000
+POOL_SIZE = 10_000_000
 POOL_OFFSET = 10_000_000
+"""The short-ID pool: the factory's defaults."""
 BLOCK = 50
 
 
@@ -38,9 +39,7 @@ GENERATORS: tuple[GeneratorConfig, ...] = (
     GeneratorConfig("seqb", "sequence", {"block": BLOCK}, "beta", "id"),
     GeneratorConfig("dp", "date_prefixed", {}, "beta", "invoice"),
     GeneratorConfig("sf", "snowflake", {}, "alpha", "event"),
-    GeneratorConfig(
-        "sid", "short_id", {"pool_size": POOL_SIZE, "offset": POOL_OFFSET}, "alpha", "short"
-    ),
+    GeneratorConfig("sid", "short_id", {}, "alpha", "short"),
     GeneratorConfig("dc", "daily_code", {"digits": 6, "tz": "UTC"}, "alpha", "code"),
 )
 LABELS = tuple(config.label for config in GENERATORS)
