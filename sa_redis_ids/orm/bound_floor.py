@@ -107,7 +107,9 @@ class ColumnsFloor(ImpliedFloor):
                 self._outside = None
         if not self.asynchronous and not all(can_block_on(e.dialect) for e in engines if e):
             return None
-        return lambda *day: self._read([self._in_scope(scope, c) for c in columns], *day)
+        return lambda *day: self._read(
+            [self._in_scope(scope, c) for c in columns], *day, scope=scope
+        )
 
     def _through(self, engines: tuple[Engine | None, ...]) -> Callable[..., Any] | None:
         """The floor read through new connections of ``engines`` (None: one is not known)."""
@@ -132,15 +134,22 @@ class ColumnsFloor(ImpliedFloor):
 
         return bound.column, connect
 
-    def _read(self, sources: list[Source], *day: date) -> Any:
-        """The floor: the highest used (a ShortId: the values), sync or as an awaitable."""
+    def _read(self, sources: list[Source], *day: date, scope: FloorScope | None = None) -> Any:
+        """The floor: the highest used (a ShortId: the values), sync or as an awaitable. On the
+        event loop, reads through one flush's connections take turns (`FloorScope.reading`)."""
         if isinstance(self.generator, ShortIdGenerator):
             if self.asynchronous:
-                return self._values_async(self.generator, sources)
+                return self._values_async(self.generator, sources, scope)
             return self._values(self.generator, sources)
         if self.asynchronous:
-            return sync_in_greenlet(self._highest, sources, *day)
+            return self._highest_async(sources, day, scope)
         return self._highest(sources, *day)
+
+    async def _highest_async(
+        self, sources: list[Source], day: tuple[date, ...], scope: FloorScope | None
+    ) -> int:
+        async with nullcontext() if scope is None else scope.reading():
+            return await sync_in_greenlet(self._highest, sources, *day)
 
     def _highest(self, sources: list[Source], *day: date) -> int:
         found = 0
@@ -157,6 +166,14 @@ class ColumnsFloor(ImpliedFloor):
 
     @staticmethod
     async def _values_async(
+        generator: ShortIdGenerator, sources: list[Source], scope: FloorScope | None = None
+    ) -> AsyncIterator[int]:
+        async with nullcontext() if scope is None else scope.reading():
+            async for value in ColumnsFloor._streamed_async(generator, sources):
+                yield value
+
+    @staticmethod
+    async def _streamed_async(
         generator: ShortIdGenerator, sources: list[Source]
     ) -> AsyncIterator[int]:
         for column, connect in sources:

@@ -13,8 +13,9 @@ A leaf of ``sa_redis_ids.orm``: it knows no generator, mapper or session type.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+import asyncio
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from contextvars import ContextVar
 from typing import Any
 
@@ -37,6 +38,17 @@ class FloorScope:
         """What each column floor answered in this scope (it is asked at every call)."""
         self.open = True
         """False once the flush or statement has ended."""
+        self._reading: asyncio.Lock | None = None
+
+    @asynccontextmanager
+    async def reading(self) -> AsyncIterator[None]:
+        """Held while a floor is read through this scope's connections on the event loop: the
+        generators of one ``AsyncSession`` flush are awaited together, and a session provisions
+        its connection for one of them at a time (SQLAlchemy refuses a second meanwhile)."""
+        if self._reading is None:
+            self._reading = asyncio.Lock()
+        async with self._reading:
+            yield
 
     def connection(self, mapper: Any) -> Connection:
         """The connection on which to read ``mapper``'s table."""
