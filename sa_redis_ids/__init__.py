@@ -48,6 +48,7 @@ if TYPE_CHECKING:
     from sa_redis_ids.orm.default import redis_id
     from sa_redis_ids.orm.floor import floor_from_column
     from sa_redis_ids.redis.connect import fail_fast_options
+    from sa_redis_ids.secret import Secret
 
 _HOMES = {
     "BufferStats": "sa_redis_ids.buffering",
@@ -70,6 +71,7 @@ _HOMES = {
     "ReplicasNotAcknowledged": "sa_redis_ids.errors",
     "SaRedisIdsError": "sa_redis_ids.errors",
     "ScriptError": "sa_redis_ids.errors",
+    "Secret": "sa_redis_ids.secret",
     "SequenceExhausted": "sa_redis_ids.errors",
     "ShortIdGenerator": "sa_redis_ids.generators.short_id",
     "ShortIdStats": "sa_redis_ids.generators.short_id",
@@ -123,6 +125,7 @@ __all__ = [
     "ReplicasNotAcknowledged",
     "SaRedisIdsError",
     "ScriptError",
+    "Secret",
     "SequenceExhausted",
     "ShortIdGenerator",
     "ShortIdStats",
