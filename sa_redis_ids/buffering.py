@@ -1038,10 +1038,17 @@ class BufferedGenerator(IdGenerator[V]):
         return "" if self.buffer is None else self.buffer.options.describe()
 
 
+def floorless(generator: IdGenerator[Any], buffer: _SegmentState[Any] | None) -> bool:
+    """Whether ``buffer`` (``generator``'s thread or asyncio buffer) holds, or has fetched since
+    its last drop, a block fetched without the floor, and the floor can be read here."""
+    return buffer is not None and buffer.floorless and generator._floor is not None
+
+
 def drop_floorless(generator: IdGenerator[Any], buffer: _SegmentState[Any] | None) -> int:
-    """Before a flush takes values from ``buffer`` (``generator``'s thread or asyncio buffer):
-    drop its values if a block was fetched without the floor and the floor can be read now (see
-    *Floors* in the module doc). Returns how many values were dropped (gaps)."""
-    if buffer is None or not buffer.floorless or generator._floor is None:
+    """Before a flush takes values from ``buffer``: drop its values if a block was fetched
+    without the floor and the floor can be read now (see *Floors* in the module doc). Returns
+    how many values were dropped (gaps). A flush checks `floorless` again after it took its
+    values: a fetch of another thread may have landed meanwhile, without the floor."""
+    if buffer is None or not floorless(generator, buffer):
         return 0
     return buffer.drop_floorless()

@@ -17,7 +17,7 @@ from typing import Any, TypeAlias
 
 from sqlalchemy.exc import MissingGreenlet
 
-from sa_redis_ids.buffering import drop_floorless
+from sa_redis_ids.buffering import drop_floorless, floorless
 from sa_redis_ids.errors import ConfigError, SequenceExhausted
 from sa_redis_ids.generators.aio import AsyncIdGenerator
 from sa_redis_ids.generators.base import IdGenerator
@@ -40,6 +40,12 @@ def core_of(generator: AnyGenerator) -> IdGenerator[Any]:
         core: IdGenerator[Any] = generator.generator
         return core
     return generator
+
+
+FLOOR_TRIES = 3
+"""How often a flush takes its values again when a block fetched without the floor landed while
+it took them (another thread's first direct draw): the values it took then are gaps. After a
+first try the floor can be read everywhere in the process, so a second is the most it needs."""
 
 
 def batch_limit(generator: AnyGenerator) -> int:
@@ -68,19 +74,26 @@ def take_sync(generator: IdGenerator[Any], n: int) -> list[Any]:
     (rather than leave objects without an ID): the values it gave are dropped (gaps). Values a
     buffer fetched without the floor are not handed to the flush (`drop_floorless`).
     """
-    values: list[Any] = []
-    drop_floorless(generator, getattr(generator, "buffer", None))
-    for size in _sizes(generator, n):
-        values.extend(generator.next_ids(size))
+    buffer = getattr(generator, "buffer", None)
+    for _ in range(FLOOR_TRIES):
+        drop_floorless(generator, buffer)
+        values: list[Any] = []
+        for size in _sizes(generator, n):
+            values.extend(generator.next_ids(size))
+        if not floorless(generator, buffer):
+            break  # else a block fetched without the floor landed meanwhile: take them again
     return _checked(generator, values, n)
 
 
 async def take_async(generator: AsyncIdGenerator[Any], n: int) -> list[Any]:
     """`take_sync` of an ``AsyncIdGenerator``, awaited."""
-    values: list[Any] = []
-    drop_floorless(generator.generator, generator.buffer)
-    for size in _sizes(generator, n):
-        values.extend(await generator.next_ids(size))
+    for _ in range(FLOOR_TRIES):
+        drop_floorless(generator.generator, generator.buffer)
+        values: list[Any] = []
+        for size in _sizes(generator, n):
+            values.extend(await generator.next_ids(size))
+        if not floorless(generator.generator, generator.buffer):
+            break
     return _checked(generator, values, n)
 
 
