@@ -13,7 +13,6 @@ from pathlib import Path
 
 import pytest
 from sqlalchemy import BigInteger, String, create_engine, select
-from sqlalchemy.exc import InvalidRequestError
 from sqlalchemy.ext.asyncio import AsyncSession, create_async_engine
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
@@ -28,14 +27,12 @@ from tests.support.services import require_binary
 from tests.support.topologies import ReplicatedPair
 
 STEPS = 30
-SEEDS = [10, 15, 52]
+SEEDS = [10, 15, 31]
 """Seeds of the default suite on the direct topology (persistence, a replica, a proxy): between
 them every fault it has, a lagging replica promoted in two, and 300 concurrent single short IDs
 (one shared call) in two."""
 SENTINEL_SEEDS = [313]
-FRONTS = ("sync",)
-"""The front ends of the suite's seeds. The asyncio front end joins them once an asyncio
-process's first flush works (the regression test at the end: every such seed fails there)."""
+FRONTS = ("sync", "asyncio")
 
 
 @pytest.fixture(autouse=True)
@@ -68,7 +65,7 @@ def test_model_seed_on_sentinel(seed: int) -> None:
 
 
 def test_the_soak_runs_a_seed_and_prints_its_trace(capsys: pytest.CaptureFixture[str]) -> None:
-    argv = ["--seed", "5", "--steps", "3", "--mode", "direct", "--fronts", "sync"]
+    argv = ["--seed", "5", "--steps", "3", "--mode", "direct"]
     assert soak.main(argv) == 0
     text = capsys.readouterr().out
     assert text.startswith("seed 5: 7 steps"), text  # 4 setup steps, then 3
@@ -78,16 +75,12 @@ def test_the_soak_runs_a_seed_and_prints_its_trace(capsys: pytest.CaptureFixture
 # -- regressions found by seeds -----------------------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=InvalidRequestError,
-    reason="an AsyncSession's first flush reads the column floors of two generators at once "
-    "through the session, which SQLAlchemy refuses while it provisions the session's connection "
-    "(InvalidRequestError, not a SaRedisIdsError)",
-)
 def test_an_asyncio_first_flush_with_two_generator_columns(
     server: RedisServer, tmp_path: Path
 ) -> None:
+    """An ``AsyncSession``'s first flush fills two generators' columns, reading both column
+    floors through the session (found by the model: it used to fail with SQLAlchemy's
+    ``InvalidRequestError``)."""
     path = tmp_path / "two.sqlite3"
     ids = AsyncRedisIds.from_url(server.url, prefix="two")
     first, second = ids.sequence("first"), ids.sequence("second")
@@ -155,14 +148,10 @@ def test_two_clean_restarts_between_calls_are_not_a_loss() -> None:
         pair.stop()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="a process that never flushed the table draws a buffered sequence directly (no floor "
-    "yet: documented) while another of its threads flushes a row: the flush takes a value of the "
-    "block fetched without the floor and repeats a committed key (IntegrityError)",
-)
 def test_a_flush_beside_a_first_direct_draw_after_a_loss() -> None:
+    """A process that never flushed the table draws a buffered sequence directly (no floor yet,
+    as documented) while another of its threads flushes a row: the flush never takes a value of
+    the block fetched without the floor (found by the model: it repeated a committed key)."""
     trace = [
         "world direct",
         "spawn P1 sync",
@@ -201,20 +190,21 @@ def test_heals_after_one_promotion_do_not_stack_a_snowflake_ahead() -> None:
 @pytest.mark.xfail(
     strict=True,
     raises=AssertionError,
-    reason="after a promotion a short-ID reserve() heals the pool (a rewind) and the next draw "
-    "of the same process heals it again (a second rewind, logged and counted) although nothing "
-    "was lost in between",
+    reason="after a promotion a short-ID reserve() heals the pool (a rewind) and, in about half "
+    "the runs, the next draw of the same process heals it again (a second rewind, logged and "
+    "counted) although nothing was lost in between",
 )
 def test_a_reserve_after_a_promotion_heals_once_for_the_draws_too() -> None:
-    trace = [
-        "world direct",
-        "spawn P1 sync",
-        "fault replica-cut",
-        "P1 flush alpha 5",  # writes the replica misses
-        "fault promote",
-        "P1 reserve 10622806",  # heals: the node moved
-        "P1 draw sf 1 many",  # its row's short ID: heals the pool again
-    ]
+    # The second heal comes in about half the runs: eight promotions in one run.
+    trace = ["world direct", "spawn P1 sync"]
+    for round in range(8):
+        trace += [
+            "fault replica-cut",
+            "P1 flush alpha 5",  # writes the replica misses
+            "fault promote",
+            f"P1 reserve {10_622_806 + round}",  # heals: the node moved
+            "P1 draw sf 1 many",  # its row's short ID: must not heal the pool again
+        ]
     report = execute(trace)
     assert not report.failed, report.text()
 

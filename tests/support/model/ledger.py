@@ -8,8 +8,9 @@
 - **Reserved**: a short ID reserved after the pool's last loss is never handed out.
 - **No false loss**: a process logs (``sa_redis_ids.rewinds``) or counts (``generator.rewinds``)
   a rewind of a namespace only if a fault lost that namespace's data since the process last
-  drew from it through Redis (a new process: if no process drew from it through its floor since
-  that loss); the log and the counter agree.
+  drew from it through Redis or healed it with its column floor known (a heal without the floor
+  may leave the state below the table: the next one with it is a heal too; a new process: if no
+  process drew from it through its floor since that loss); the log and the counter agree.
 - **Snowflake near the clock**: the state's millisecond is at most 50 ms ahead of Redis ``TIME``,
   unless a loss required more: while a snowflake loss is not yet seen by every process, a heal
   may resume ``headroom`` (1000 ms) past the later of the clock and the highest millisecond
@@ -173,8 +174,9 @@ class Ledger:
             if not keep:
                 continue
             through = drew and bool(outcome["values"].get(label)) and label not in BUFFERED
-            if counted or logged or through:
-                pending.discard(label)
+            known = label in outcome.get("floor_known", LABELS)
+            if ((counted or logged) and known) or through:
+                pending.discard(label)  # a heal without the floor may leave the state low
             if through:
                 self.unhealed.discard(label)  # drawn through its floor
 

@@ -13,6 +13,7 @@ Steps:
 - ``P1 draw|threads|flush|mix|fork|reserve|release|maintenance|exit ...``: a command of
   `tests.support.model.worker`; ``stalled`` at the end of a ``threads`` or ``mix`` step: Redis
   holds writes for `STALL_MS` as it starts, so its callers queue and share calls;
+- ``wait MS``: time passes (never planned; for traces written by hand);
 - ``fault NAME``: a fault of `World` (``flushall``, ``delete-key``, ``restart-empty``,
   ``restart-aof``, ``restart-rdb``, ``cut-connections``, ``replica-cut``, ``promote``,
   ``sentinel-switch``).
@@ -304,6 +305,7 @@ def execute(trace: list[str], *, seed: int | None = None, check_every: int = 5) 
             loss_open = ledger.snowflake_loss_open()
             before = len(ledger.violations)
             words = step.split()
+            report.steps_run = index + 1
             if words[0] == "world":
                 world = World(words[1], PREFIX).start()
                 report.log.append(f"{index:3} {step}: started")
@@ -317,13 +319,18 @@ def execute(trace: list[str], *, seed: int | None = None, check_every: int = 5) 
                 continue
             for process in processes.values():  # spawned ones start together
                 process.wait_ready()
+            if words[0] == "wait":  # time passes (not planned: for traces written by hand)
+                time.sleep(int(words[1]) / 1000)
+                report.log.append(f"{index:3} {step}")
+                report.steps_run = index + 1
+                continue
             if words[0] == "fault":
                 settle(0.1)
                 state = world.state()
                 done = world.fault(words[1], random.Random(f"{seed}/{index}"))
                 lost = lost_namespaces(state, world.state())
                 if words[1] in MOVES:  # documented: a new identity makes every process heal
-                    lost |= set(state)
+                    lost |= set(LABELS)
                     done += " (the node moved: every namespace heals)"
                 ledger.lost(lost)
                 entry = f"{done}; lost: {', '.join(sorted(lost)) or 'nothing'}"

@@ -166,6 +166,7 @@ class Worker:
             "notes": result.notes,
             "released": result.released,
             "child": result.child,
+            "floor_known": sorted(self.floor_known),
             "rewinds": {label: int(self.gens[label].rewinds) for label in LABELS},
             "logged": {label: self.records.counts[label] for label in LABELS},
         }
@@ -196,7 +197,7 @@ class Worker:
 
     def commit(self, result: Result, table: str, rows: list[Any]) -> None:
         called = self.defaulted(table, rows)
-        with Session(self.engine) as session:
+        with Session(self.engine, expire_on_commit=False) as session:
             session.add_all(rows)
             try:
                 session.commit()
@@ -312,7 +313,7 @@ class Worker:
 
     def own_shorts(self) -> list[int]:
         alpha = self.tables["alpha"]
-        with Session(self.engine) as session:
+        with Session(self.engine, expire_on_commit=False) as session:
             query = select(alpha.short).where(
                 alpha.worker == self.spec.name, alpha.short.is_not(None)
             )
@@ -320,7 +321,7 @@ class Worker:
 
     def free_short(self, value: int) -> None:
         alpha = self.tables["alpha"]
-        with Session(self.engine) as session:
+        with Session(self.engine, expire_on_commit=False) as session:
             session.execute(update(alpha).where(alpha.short == value).values(short=None))
             session.commit()
 
@@ -381,7 +382,7 @@ class AsyncWorker(Worker):
 
     async def acommit(self, result: Result, table: str, rows: list[Any]) -> None:
         called = self.defaulted(table, rows)
-        async with AsyncSession(self.engine) as session:  # type: ignore[arg-type]
+        async with AsyncSession(self.engine, expire_on_commit=False) as session:  # type: ignore[arg-type]
             session.add_all(rows)
             try:
                 await session.commit()
@@ -439,7 +440,7 @@ class AsyncWorker(Worker):
 
     async def ado_release(self, result: Result, index: int) -> None:
         alpha = self.tables["alpha"]
-        async with AsyncSession(self.engine) as session:  # type: ignore[arg-type]
+        async with AsyncSession(self.engine, expire_on_commit=False) as session:  # type: ignore[arg-type]
             query = select(alpha.short).where(
                 alpha.worker == self.spec.name, alpha.short.is_not(None)
             )
