@@ -25,6 +25,7 @@
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from dataclasses import dataclass, field
 from itertools import combinations
@@ -37,6 +38,8 @@ SNOWFLAKE_HEADROOM_MS = 1000
 LEAD_MS = 50
 ADJACENT = 10
 ADJACENT_PAIRS_FAIL = 4
+MARKER_SECONDS = 1.5
+"""How long a namespace's identity marker may hide a lone lost key (it expires after 1 s)."""
 BUFFERED = frozenset({"seqb"})
 """Generators whose draws may be served from memory (no Redis call, so no observation)."""
 
@@ -69,6 +72,8 @@ class Ledger:
     violations: list[str] = field(default_factory=list)
     limits: list[str] = field(default_factory=list)
     """Repeats the documentation does not cover (a value drawn before its floor was known)."""
+    lost_at: dict[str, float] = field(default_factory=dict)
+    """When (monotonic seconds) each namespace last lost data."""
     healed: list[str] = field(default_factory=list)
     """Every rewind counted, where (for the log)."""
     received: int = 0
@@ -174,6 +179,9 @@ class Ledger:
             if not keep:
                 continue
             through = drew and bool(outcome["values"].get(label)) and label not in BUFFERED
+            # A lone lost key may go unseen while the namespace's identity marker (which holds
+            # the node claim, for a second) lasts: only a draw after that is an observation.
+            through = through and time.monotonic() - self.lost_at.get(label, 0.0) > MARKER_SECONDS
             known = label in outcome.get("floor_known", LABELS)
             if ((counted or logged) and known) or through:
                 pending.discard(label)  # a heal without the floor may leave the state low
@@ -188,6 +196,8 @@ class Ledger:
     def lost(self, namespaces: set[str]) -> None:
         """A fault lost these namespaces' data."""
         self.unhealed |= namespaces
+        for label in namespaces:
+            self.lost_at[label] = time.monotonic()
         for pending in self.pending.values():
             pending |= namespaces
         if "sf" in namespaces:

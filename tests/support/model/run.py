@@ -13,7 +13,8 @@ Steps:
 - ``P1 draw|threads|flush|mix|fork|reserve|release|maintenance|exit ...``: a command of
   `tests.support.model.worker`; ``stalled`` at the end of a ``threads`` or ``mix`` step: Redis
   holds writes for `STALL_MS` as it starts, so its callers queue and share calls;
-- ``wait MS``: time passes (never planned; for traces written by hand);
+- ``wait MS``: time passes, and ``fault delete-key KEY``: that key (after the prefix) is
+  deleted (never planned; for traces written by hand);
 - ``fault NAME``: a fault of `World` (``flushall``, ``delete-key``, ``restart-empty``,
   ``restart-aof``, ``restart-rdb``, ``cut-connections``, ``replica-cut``, ``promote``,
   ``sentinel-switch``).
@@ -327,7 +328,8 @@ def execute(trace: list[str], *, seed: int | None = None, check_every: int = 5) 
             if words[0] == "fault":
                 settle(0.1)
                 state = world.state()
-                done = world.fault(words[1], random.Random(f"{seed}/{index}"))
+                key = words[2] if len(words) > 2 else None  # delete-key KEY: that key
+                done = world.fault(words[1], random.Random(f"{seed}/{index}"), key)
                 lost = lost_namespaces(state, world.state())
                 if words[1] in MOVES:  # documented: a new identity makes every process heal
                     lost |= set(LABELS)

@@ -173,8 +173,12 @@ class World:
             names.append("replica-cut")
         return names
 
-    def fault(self, name: str, rng: random.Random) -> str:
-        """Inject fault ``name``; returns what was done (for the trace)."""
+    def fault(self, name: str, rng: random.Random, key: str | None = None) -> str:
+        """Inject fault ``name``; returns what was done (for the trace). ``key``: the key a
+        ``delete-key`` deletes (after the prefix, e.g. ``:{seqb}:seq:node``), else a random one."""
+        if key is not None:
+            self.client().delete(self.prefix + key)
+            return f"DEL {key}"
         action: Callable[[random.Random], str] = getattr(self, "_" + name.replace("-", "_"))
         return action(rng)
 
