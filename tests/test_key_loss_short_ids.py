@@ -76,8 +76,7 @@ def _worker(pipe: Connection, redis_url: str, db_url: str, bound: bool) -> None:
     answering the values; ``None`` ends it. ``bound`` False: a
     process whose generator is bound to no column (a script with no floor), drawing only."""
     engine = create_engine(db_url)
-    row, generator = _model(redis_url)
-    row.metadata.create_all(engine)
+    row, generator = _model(redis_url)  # its table exists: the test made it before any process
     if not bound:
         generator = RedisIds.from_url(redis_url, prefix="kls").short_id("kls", **SHORT)
     while (order := pipe.recv()) is not None:
@@ -132,6 +131,9 @@ def test_processes_that_held_values_get_none_of_them_back_after_a_loss(
     new generation merge the table into it before they issue)."""
     (server,) = redis_servers(1)
     db_url = f"sqlite:///{tmp_path / 'rows.sqlite3'}"
+    engine = create_engine(db_url)  # the table, made once: processes making it at once collide
+    _model(server.url)[0].metadata.create_all(engine)
+    engine.dispose()
     processes = [Process(server.url, db_url) for _ in range(3)]
     try:
         drawn: list[int] = []
