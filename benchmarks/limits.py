@@ -34,7 +34,6 @@ import argparse
 import logging
 import math
 import multiprocessing
-import queue
 import threading
 import time
 import uuid
@@ -50,6 +49,7 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 from benchmarks.report import table
 from sa_redis_ids import RedisIds, SaRedisIdsError, redis_id
 from tests.support.cpu_load import cpu_load
+from tests.support.faults import reports, stop_all
 from tests.support.servers import RedisServer
 from tests.support.services import POSTGRES_URL
 from tests.support.topologies import SentinelTopology, wait_until
@@ -466,21 +466,9 @@ def _spawned(
             done.set()
             time.sleep(after)
             stop.set()
-        payloads = []
-        for _ in workers:
-            try:
-                status, payload = out.get(timeout=120)
-            except queue.Empty:
-                raise RuntimeError("a worker did not report") from None
-            if status != "ok":
-                raise RuntimeError(f"a worker failed: {payload}")
-            payloads.append(payload)
-        return payloads
+        return reports(workers, out, timeout=120)
     finally:
-        for process in workers:
-            process.join(timeout=10)
-            if process.is_alive():
-                process.kill()
+        stop_all(workers)
 
 
 def rewind_run(

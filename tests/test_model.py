@@ -8,21 +8,13 @@ of what seeds found sit below the seeds.
 
 from __future__ import annotations
 
-import asyncio
-from pathlib import Path
-
 import pytest
-from sqlalchemy import BigInteger, String, create_engine, select
-from sqlalchemy.ext.asyncio import AsyncSession, create_async_engine
-from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 from benchmarks import soak
-from sa_redis_ids import RedisIds, redis_id
-from sa_redis_ids.asyncio import AsyncRedisIds
+from sa_redis_ids import RedisIds
 from tests.support.model.ledger import Ledger
 from tests.support.model.run import execute, plan, run_seed
 from tests.support.model.schema import LABELS
-from tests.support.servers import RedisServer
 from tests.support.services import require_binary
 from tests.support.topologies import ReplicatedPair
 
@@ -73,46 +65,7 @@ def test_the_soak_runs_a_seed_and_prints_its_trace(capsys: pytest.CaptureFixture
 
 
 # -- regressions found by seeds -----------------------------------------------------------------
-
-
-def test_an_asyncio_first_flush_with_two_generator_columns(
-    server: RedisServer, tmp_path: Path
-) -> None:
-    """An ``AsyncSession``'s first flush fills two generators' columns, reading both column
-    floors through the session (found by the model: it used to fail with SQLAlchemy's
-    ``InvalidRequestError``)."""
-    path = tmp_path / "two.sqlite3"
-    ids = AsyncRedisIds.from_url(server.url, prefix="two")
-    first, second = ids.sequence("first"), ids.sequence("second")
-
-    class Base(DeclarativeBase):
-        pass
-
-    class Row(Base):
-        __tablename__ = "rows"
-        id: Mapped[int] = mapped_column(
-            BigInteger, primary_key=True, autoincrement=False, default=redis_id(first)
-        )
-        other: Mapped[int] = mapped_column(BigInteger, unique=True, default=redis_id(second))
-        note: Mapped[str] = mapped_column(String(10))
-
-    sync_engine = create_engine(f"sqlite:///{path}")
-    Base.metadata.create_all(sync_engine)
-
-    async def insert() -> None:
-        engine = create_async_engine(f"sqlite+aiosqlite:///{path}")
-        try:
-            async with AsyncSession(engine) as session:
-                session.add_all([Row(note="a"), Row(note="b")])
-                await session.commit()
-        finally:
-            await engine.dispose()
-            await ids.aclose()
-
-    asyncio.run(insert())
-    with sync_engine.connect() as conn:
-        assert sorted(conn.execute(select(Row.id, Row.other))) == [(1, 1), (2, 2)]
-    sync_engine.dispose()
+# (an asyncio first flush filling two generators' columns: tests/test_async_flush_floors.py)
 
 
 @pytest.mark.xfail(

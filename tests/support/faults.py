@@ -267,21 +267,32 @@ def run_beside_fault(
                 done.set()
                 time.sleep(after)
                 stop.set()
-        payloads = []
-        for _ in workers:
-            try:
-                status, payload = out.get(timeout=60 + load.seconds)
-            except queue.Empty:
-                raise RuntimeError("a load worker did not report") from None
-            if status != "ok":
-                raise RuntimeError(f"a load worker failed: {payload}")
-            payloads.append(payload)
-        return payloads
+        return reports(workers, out, timeout=60 + load.seconds)
     finally:
-        for process in workers:
-            process.join(timeout=10)
-            if process.is_alive():
-                process.kill()
+        stop_all(workers)
+
+
+def reports(workers: list[Any], out: Any, *, timeout: float) -> list[Any]:
+    """What each worker process put on ``out`` as ``("ok", payload)``; a worker that reports an
+    error, or none within ``timeout`` seconds, raises ``RuntimeError``."""
+    payloads = []
+    for _ in workers:
+        try:
+            status, payload = out.get(timeout=timeout)
+        except queue.Empty:
+            raise RuntimeError("a load worker did not report") from None
+        if status != "ok":
+            raise RuntimeError(f"a load worker failed: {payload}")
+        payloads.append(payload)
+    return payloads
+
+
+def stop_all(workers: list[Any]) -> None:
+    """Join each worker process, killing one that does not end within 10 s."""
+    for process in workers:
+        process.join(timeout=10)
+        if process.is_alive():
+            process.kill()
 
 
 def run_with_fault(
