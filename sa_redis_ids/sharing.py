@@ -141,9 +141,9 @@ class _Request(Generic[V]):
     def __init__(self, n: int, wake: Any, context: object = None):
         self.n = n
         self.wake = wake
+        """What the waiter blocks on: a locked ``threading.Lock`` or an ``asyncio.Future``."""
         self.context = context
         """What decides its values, captured in its own thread or task (see `Carrier`)."""
-        """What the waiter blocks on: a locked ``threading.Lock`` or an ``asyncio.Future``."""
         self.values: list[V] | None = None
         self.error: BaseException | None = None
         self.alone = False

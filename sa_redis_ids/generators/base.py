@@ -99,23 +99,16 @@ class _RequestFloor:
         self.generator = generator
 
     def capture(self) -> object:
-        generator = self.generator
-        if generator._given_floor is not None or generator.implied_floor is None:
-            return None  # the same floor wherever it is read
-        return generator._floor
+        return self.generator._floor
 
     @contextmanager
     def serving(self, captured: list[object]) -> Iterator[None]:
         """Run a call for requests under the floor of the first that carried one: every request
         of one generator reads the same columns (through different connections; a request's
-        own rows not committed yet are values this process already took). A generator whose
-        floor does not depend on the caller (``floor=``, or no binding) runs as it is."""
-        generator = self.generator
-        if generator._given_floor is not None or generator.implied_floor is None:
-            yield
-            return
+        own rows not committed yet are values this process already took). ``floor=`` is the
+        same wherever it is read (`_floor` answers it before what was carried)."""
         floor = next((each for each in captured if each is not None), None)
-        token = _CARRIED.set((generator, floor))  # type: ignore[arg-type]
+        token = _CARRIED.set((self.generator, floor))  # type: ignore[arg-type]
         try:
             yield
         finally:

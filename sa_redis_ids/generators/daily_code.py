@@ -23,14 +23,13 @@ from sa_redis_ids.errors import ConfigError
 from sa_redis_ids.generators.base import check_int_option
 from sa_redis_ids.generators.day_counter import DatedGenerator, Floor, Locker
 from sa_redis_ids.generators.day_window import label_day
-from sa_redis_ids.generators.permute import counter_permutation, require_key
+from sa_redis_ids.generators.permute import counter_permutation
 from sa_redis_ids.secret import Secret, check_secret
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
-    from sa_redis_ids.redis.nodes import Node, NodeSet
-    from sa_redis_ids.redis.plans import Plan
+    from sa_redis_ids.redis.nodes import NodeSet
 
 MAX_PREFIX_LENGTH = 20
 MAX_DIGITS = 18
@@ -182,10 +181,6 @@ class DailyCodeGenerator(DatedGenerator[str]):
         """The code's head; with a secret, the head and the day (its permutation's tweak)."""
         head = self._head(day)
         return head if self._cipher is None else (head, day)
-
-    def _take_on(self, node: Node, n: int, *, timed: bool = False) -> Plan[Any]:
-        require_key(self._cipher, self.namespace)
-        return super()._take_on(node, n, timed=timed)
 
     def _compose(self, part: Any, first: int, n: int, step: int) -> list[str]:
         digits = self.digits

@@ -30,7 +30,7 @@ from sa_redis_ids.errors import ConfigError, SequenceExhausted
 from sa_redis_ids.generators.base import check_int_option
 from sa_redis_ids.generators.day_counter import DatedGenerator, Floor, Locker
 from sa_redis_ids.generators.day_window import EMPTY_RANGE, aware_instant, day_label, day_start_ms
-from sa_redis_ids.generators.permute import counter_permutation, require_key
+from sa_redis_ids.generators.permute import counter_permutation
 from sa_redis_ids.redis.plans import Plan, planned
 from sa_redis_ids.secret import Secret, check_secret
 from sa_redis_ids.validation import check_bool
@@ -38,7 +38,7 @@ from sa_redis_ids.validation import check_bool
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
-    from sa_redis_ids.redis.nodes import Node, NodeSet
+    from sa_redis_ids.redis.nodes import NodeSet
 
 FORMATS: dict[str, int] = {"YYYYMMDD": 8, "YYMMDD": 6, "YYYYDDD": 7, "YYDDD": 5}
 """Each format and the digits its prefix takes."""
@@ -346,10 +346,6 @@ class DatePrefixedGenerator(BufferedGenerator[int], DatedGenerator[int]):
         permutation's tweak)."""
         base = self._base(day)
         return base if self._cipher is None else (base, day)
-
-    def _take_on(self, node: Node, n: int, *, timed: bool = False) -> Plan[Any]:
-        require_key(self._cipher, self.namespace)
-        return super()._take_on(node, n, timed=timed)
 
     def _compose(self, part: Any, first: int, n: int, step: int) -> list[int]:
         cipher = self._cipher

@@ -40,6 +40,7 @@ from sa_redis_ids.generators.day_window import (
     label_day,
 )
 from sa_redis_ids.generators.highwater import heal_args, logger
+from sa_redis_ids.generators.permute import CounterPermutation, require_key
 from sa_redis_ids.redis.plans import Command, Plan, Run, planned, run_plan
 from sa_redis_ids.redis.scripts import NeedsFloor, OutOfWindow, check_reply, reply_text
 from sa_redis_ids.validation import check_day
@@ -189,6 +190,8 @@ class DatedGenerator(IdGenerator[V]):
     floor_arguments = ("day",)
     storage: str
     """``"hash"``: one hash per namespace, a field per day; ``"key"``: one expiring key per day."""
+    _cipher: CounterPermutation | None = None
+    """The permutation of a day's counters (``secret=``; see `permute`), or None."""
 
     def __init__(
         self,
@@ -303,7 +306,9 @@ class DatedGenerator(IdGenerator[V]):
 
     def _take_on(self, node: Node, n: int, *, timed: bool = False) -> Plan[_Taken[V]]:
         """``n`` values of the day on ``node`` (more round trips to read or seed a floor);
-        ``timed``: the Redis time is needed too (else it may be None)."""
+        ``timed``: the Redis time is needed too (else it may be None). A generator that knows
+        only its secret's fingerprint is refused before any counter is taken."""
+        require_key(self._cipher, self.namespace)
         return self._with_floor_read_once(node, lambda: self._attempt(node, n, timed))
 
     def _node_args(self, node: Node) -> _NodeArgs:

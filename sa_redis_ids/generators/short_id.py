@@ -344,10 +344,7 @@ class ShortIdGenerator(IdGenerator[int]):
         index = node.index
         call = self._calls[index]
         high = self.high
-        has_floor = self._floor is not None
-        if has_floor and not high.consulted(index):
-            # once per process and node, at first use: the table's values taken on the node
-            yield from self._with_floor_read_once(node, lambda: self._first_merge(node))
+        has_floor = yield from self._floor_merged_first(node)
         generations = self._generations
         span = SPAN_BYTES if in_runs and n >= SPAN_MIN else 0
         tries = -(-n // (SPAN_BYTES * 8)) * 2 + 4 if span else n
@@ -445,6 +442,14 @@ class ShortIdGenerator(IdGenerator[int]):
             yield from self._merge_floor(node, rewound=lost, own=not lost)
         else:
             yield from self._heal(node, floor=False, rewound=lost)
+
+    def _floor_merged_first(self, node: Node) -> Plan[bool]:
+        """Whether a floor can be read here; if so, at this process's first use of ``node`` the
+        table's values taken on the node are merged first (once per process and node)."""
+        has_floor = self._floor is not None
+        if has_floor and not self.high.consulted(node.index):
+            yield from self._with_floor_read_once(node, lambda: self._first_merge(node))
+        return has_floor
 
     def _first_merge(self, node: Node) -> Plan[None]:
         """The floor's values taken on ``node`` unless another call of this process saw to it."""
@@ -685,9 +690,7 @@ class ShortIdGenerator(IdGenerator[int]):
         index = node.index
         call = self._calls[index]
         high = self.high
-        has_floor = self._floor is not None
-        if has_floor and not high.consulted(index):
-            yield from self._with_floor_read_once(node, lambda: self._first_merge(node))
+        has_floor = yield from self._floor_merged_first(node)
         for _ in range(HEAL_ATTEMPTS):
             reply = yield Run(
                 node,

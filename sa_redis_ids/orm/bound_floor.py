@@ -124,15 +124,9 @@ class ColumnsFloor(ImpliedFloor):
     def _any_async(engines: tuple[Engine | None, ...]) -> bool:
         return any(getattr(e.dialect, "is_async", False) for e in engines if e)
 
-    def _in_scope(self, scope: FloorScope, bound: _Column) -> Source:
-        def connect() -> AbstractContextManager[Connection]:
-            engine = scope.engine(bound.mapper)
-            if engine is not None and engine is not bound.engine:
-                bound.engine = engine  # what reads outside a flush use from now on
-                self._outside = None
-            return nullcontext(scope.connection(bound.mapper))
-
-        return bound.column, connect
+    @staticmethod
+    def _in_scope(scope: FloorScope, bound: _Column) -> Source:
+        return bound.column, lambda: nullcontext(scope.connection(bound.mapper))
 
     def _read(self, sources: list[Source], *day: date, scope: FloorScope | None = None) -> Any:
         """The floor: the highest used (a ShortId: the values), sync or as an awaitable. On the
