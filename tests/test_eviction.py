@@ -64,17 +64,16 @@ def test_noeviction_is_silent(backend: Backend, caplog: pytest.LogCaptureFixture
     assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
 
 
-def test_a_refused_config_get_skips_the_check(
-    redis_servers: StartServers, caplog: pytest.LogCaptureFixture
+def test_a_refused_config_get_reads_the_policy_from_info_memory(
+    redis_servers: StartServers,
 ) -> None:
     server = _server(redis_servers, "allkeys-lru")
     server.client().acl_setuser(
         "ids", enabled=True, passwords=["+secret"], keys=["*"], commands=["+@all", "-config"]
     )
     url = f"redis://ids:secret@127.0.0.1:{server.port}/0"
-    with caplog.at_level(logging.WARNING, logger="sa_redis_ids"):
-        assert RedisIds.from_url(url, strict=True).sequence("users").next_id() == 1
-    assert not caplog.records
+    with pytest.raises(ConfigError, match="allkeys-lru"):
+        RedisIds.from_url(url, strict=True).sequence("users").next_id()
 
 
 def test_every_cluster_master_is_checked(

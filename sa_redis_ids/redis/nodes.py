@@ -10,8 +10,9 @@ A node may also be a master with replicas (one server, a Sentinel service, a clu
 ``replicas=N`` every script waits for ``N`` replicas to acknowledge its write before its values are
 handed out (`sa_redis_ids.redis.replication`); answers that mean "a failover is under way"
 (``READONLY``, ``NOREPLICAS``, ``MOVED``, ``TRYAGAIN``, ``MASTERDOWN`` …) count as the node being
-unavailable, never as a script error. At its first use a node's eviction policy is checked
-(`sa_redis_ids.redis.eviction`).
+unavailable, never as a script error. At its first use a node's capabilities are probed
+(`sa_redis_ids.redis.capabilities`): what its server lets the library rely on, and its eviction
+policy (`sa_redis_ids.redis.eviction`).
 
 Logging: the ``sa_redis_ids.nodes`` logger says, once per transition and not once per failed call,
 when a node goes down (WARNING, with the node's name and the error) and when it answers again
@@ -55,18 +56,14 @@ from sa_redis_ids.errors import (
     SequenceExhausted,
 )
 from sa_redis_ids.observe import Observer
+from sa_redis_ids.redis.capabilities import Capabilities, probe, probe_async
 from sa_redis_ids.redis.connect import (
     is_async_client,
     is_embedded,
     refuse_foreign_client,
     socket_timeout_of,
 )
-from sa_redis_ids.redis.eviction import (
-    eviction_policies,
-    eviction_policies_async,
-    logger,
-    risk_of,
-)
+from sa_redis_ids.redis.eviction import logger, risk_of
 from sa_redis_ids.redis.fastlane import AsyncLane, FastLane
 from sa_redis_ids.redis.plans import Commands, Plan, now, run_plan
 from sa_redis_ids.redis.replication import (
@@ -228,7 +225,8 @@ class Node:
 
     ``replicas``/``replica_timeout``: how many replicas must acknowledge each script's write, and how
     long to wait for them. ``strict``: refuse, rather than warn about, an eviction policy that can
-    evict the library's keys.
+    evict the library's keys, or a guarantee the server cannot give (see
+    `sa_redis_ids.redis.capabilities`).
     """
 
     def __init__(
@@ -269,6 +267,9 @@ class Node:
         """Whether the eviction check found (or could not rule out) a policy that can evict the
         library's keys; until the check, assumed."""
         self._refusal: str | None = None
+        self.capabilities: Capabilities | None = None
+        """What the server lets the library rely on, probed at the node's first use (None
+        before it)."""
         self._first_use_locks: weakref.WeakKeyDictionary[Any, asyncio.Lock] = (
             weakref.WeakKeyDictionary()
         )
@@ -501,15 +502,18 @@ class Node:
         return reply
 
     def first_use(self, namespace: str | None = None) -> None:
-        """Check, once per node, that Redis will not evict the library's keys.
+        """Probe, once per node, what the server allows (`capabilities`), and check that Redis
+        will not evict the library's keys.
 
-        Runs before the node's first script. A policy that can evict logs a warning on the
-        ``sa_redis_ids`` logger, or with ``strict=True`` raises [`ConfigError`][sa_redis_ids.ConfigError] now and on
-        every later call. A connection error leaves the node unchecked until its next use.
+        Runs before the node's first script. A policy that can evict, or a guarantee the server
+        cannot give (`Capabilities.lost`), logs a warning on the ``sa_redis_ids`` logger, or
+        with ``strict=True`` raises [`ConfigError`][sa_redis_ids.ConfigError] now and on every
+        later call; so does ``replicas=N`` on a server that refuses ``WAIT``, strict or not. A
+        connection error leaves the node unchecked until its next use.
         """
         with self._lock:
             if not self._checked and self._refusal is None:
-                self._judge(eviction_policies(self.client, self.name))
+                self._judge(probe(self.client, self.name))
         if self._refusal is not None:
             raise ConfigError(self._refusal, namespace=namespace, node=self.name)
 
@@ -521,21 +525,33 @@ class Node:
                 initialize = getattr(self.client, "initialize", None)
                 if initialize is not None:
                     await initialize()
-                self._judge(await eviction_policies_async(self.client, self.name))
+                self._judge(await probe_async(self.client, self.name))
         if self._refusal is not None:
             raise ConfigError(self._refusal, namespace=namespace, node=self.name)
 
-    def _judge(self, policies: dict[str, str]) -> None:
-        """Record the eviction check's verdict on the masters' eviction ``policies``: refuse
-        (``strict``), warn, or pass. Transactions (`transact`) need every policy known to be
-        safe: a policy not known (``CONFIG GET`` refused) counts as one that may evict."""
-        risk = risk_of(policies)
-        self._may_evict = risk is not None or not policies
-        if risk is not None and self.strict:
-            self._refusal = risk
+    def _judge(self, found: Capabilities) -> None:
+        """Record what the probe ``found``: refuse (``strict``, or ``replicas`` without
+        ``WAIT``), warn, or pass. Transactions (`transact`) need every policy known to be safe:
+        a policy not known (neither ``CONFIG GET`` nor ``INFO memory`` answered) counts as one
+        that may evict."""
+        self.capabilities = found
+        risk = risk_of(found.eviction_policies)
+        self._may_evict = risk is not None or not found.eviction_known
+        if self.replicas and not found.wait:
+            self._refusal = (
+                f"replicas={self.replicas} needs WAIT, which Redis node {self.name} refused "
+                f"({found.refused.get('WAIT', 'not allowed')}): grant +wait to the library's "
+                "ACL user"
+            )
             return
+        problems = [lost.describe(self.name) for lost in found.lost]
         if risk is not None:
-            logger.warning("%s (node=%s)", risk, self.name)
+            problems.insert(0, risk)
+        if problems and self.strict:
+            self._refusal = "; and ".join(problems) if len(problems) > 1 else problems[0]
+            return
+        for problem in problems:
+            logger.warning("%s (node=%s)", problem, self.name)
         self._checked = True
 
     # Residue classes: node ``index`` of ``count`` turns its counter ``c`` (1, 2, 3 …) into the value
