@@ -68,15 +68,6 @@ def test_the_soak_runs_a_seed_and_prints_its_trace(capsys: pytest.CaptureFixture
 # (an asyncio first flush filling two generators' columns: tests/test_async_flush_floors.py)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="a process that last called before two clean restarts of a master with a replica "
-    "(each from its RDB snapshot) takes the node for a promoted replica: the second restart "
-    "restores the first one's replication ID as the previous one, not the ID the process saw. "
-    "Every namespace heals, logs and counts a rewind, and a snowflake state moves about its "
-    "headroom (1 s) ahead of the clock, although nothing was lost",
-)
 def test_two_clean_restarts_between_calls_are_not_a_loss() -> None:
     pair = ReplicatedPair().start()  # no AOF: a restart loads the RDB that SAVE wrote
     try:
@@ -117,13 +108,6 @@ def test_a_flush_beside_a_first_direct_draw_after_a_loss() -> None:
     assert not report.failed, report.text()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="after a promotion every process heals its snowflake state, each one headroom "
-    "(1 s) past the IDs the one before it issued after the loss (its column floor shows them), "
-    "so two processes leave the state about 1.6 s ahead of the clock where one loss needs 1 s",
-)
 def test_heals_after_one_promotion_do_not_stack_a_snowflake_ahead() -> None:
     trace = [
         "world direct",

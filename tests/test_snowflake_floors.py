@@ -152,8 +152,9 @@ def test_a_state_below_this_processes_mark_is_a_loss_even_under_a_higher_floor(
     backend: Backend,
 ) -> None:
     """A state set back below what this process received is a loss, also when the floor read
-    on it lies higher still: healed with the headroom above the later of the two (not merely
-    raised to the floor) and counted."""
+    on it lies higher still: healed with the headroom above this process's mark (not merely
+    raised to the floor) and counted. The floor bounds the heal from below and adds no headroom
+    of its own (it may show IDs other processes issued after the loss, healing it)."""
     table = [0]
     orders = backend.ids().snowflake("orders", floor=lambda: table[0], headroom=500)
     before = orders.next_ids(100)
@@ -163,7 +164,13 @@ def test_a_state_below_this_processes_mark_is_a_loss_even_under_a_higher_floor(
     after = orders.next_ids(10)
     assert orders.rewinds == 1
     assert min(after) > max(before)
-    assert since_epoch(orders, after[0])[0] >= last_ms + 10 + 500, "the floor plus the headroom"
+    assert since_epoch(orders, after[0])[0] > last_ms + 500, "the mark plus the headroom"
+    # A floor past the mark plus the headroom: the heal lands just past the floor.
+    last_ms = state(orders, backend)[0]
+    table[0] = orders.layout.compose(orders.layout.epoch_ms + last_ms + 2_000, 0, 0)
+    backend.client.hset(orders.state_key, mapping={"ms": last_ms - 200, "c": 0})
+    assert since_epoch(orders, orders.next_id())[0] == last_ms + 2_001
+    assert orders.rewinds == 2
 
 
 def test_a_takeover_without_a_floor_repeats_the_old_ids_and_with_one_none(

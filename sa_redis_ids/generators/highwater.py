@@ -22,7 +22,8 @@ Defences, in layers, shared by every strategy:
   guard plus headroom even when the state is not below it, so a failover to a lagging replica is
   caught also by processes whose marks lie below the lost writes. A server that restarted from its
   own data (AOF or RDB) has a new ID too; ``INFO replication`` tells it apart (no previous ID, or
-  the old one with a backlog that starts where it ended) and nothing is healed. The ID is kept in a
+  a backlog that starts where the previous ID's history ended, however many restarts ago the
+  process called) and nothing is healed. The ID is kept in a
   key of the namespace for a second, written neither to replicas nor to the AOF, so the scripts
   read ``INFO`` only when that key is missing or differs (``node_identity_since`` in
   ``common.lua``).

@@ -20,9 +20,11 @@ numbers are doubles.
   from the node remembers the last (millisecond, slot): a state missing (``FLUSHALL``, a restart
   without persistence, the state key alone deleted or evicted while its claim survives), below
   it, or on a node that moved (a failover to a replica that missed the last writes) is a loss:
-  it resumes after the later of that mark, the floor and the clock, plus ``headroom`` ms (default
-  ``tolerance_ms``), so IDs borrowed ahead of the clock are not repeated either; the heal is
-  logged and counted.
+  it resumes ``headroom`` ms (default ``tolerance_ms``) after the later of that mark and the
+  clock, so IDs borrowed ahead of the clock are not repeated either, and never below the floor;
+  the heal is logged and counted. The headroom is not added above the floor: the floor also
+  shows IDs other processes issued after the loss (their own heals), and each process that heals
+  after one loss would otherwise move the state another ``headroom`` ahead of the clock.
 * **Floors.** ``floor=`` (the highest ID a table holds, see
   [`floor_from_column`][sa_redis_ids.floor_from_column]; a generator bound to a column reads that
   column) bounds the state from below. A state at or past this process's mark but below the floor

@@ -82,9 +82,12 @@ end
 -- "" for none): it is another server now, promoted from a replica that may have missed writes.
 -- A server that restarted from its own data (AOF or RDB) has another replication ID too, but
 -- INFO tells it apart: no previous ID (master_replid2 all zeros: it was never a replica since it
--- started), or `seen` as previous ID with a replication backlog that begins where that history
--- ended (a restart from RDB restores the old ID as previous one; a promoted replica's backlog
--- holds what it received before). A restart is trusted to have kept what its persistence kept.
+-- started), or a replication backlog that begins where the previous ID's history ended (a
+-- restart from RDB restores the ID it ran under as the previous one and starts an empty backlog;
+-- a promoted replica's backlog holds what it received before). The previous ID need not be
+-- `seen`: each restart from RDB restores the one before it, so two restarts between a process's
+-- calls show an ID the process never saw. A restart is trusted to have kept what its persistence
+-- kept (a promoted replica restarted before any call reached it is taken for a restart too).
 -- `marker` (a key of the namespace's hash tag) caches the identity, so INFO is read about once a
 -- second per namespace and node, and whenever a process saw another identity than the marker's.
 -- `known`: the marker's value if the caller read it already (false: missing; nil: not read).
@@ -116,10 +119,9 @@ local function node_identity_since(marker, seen, known, claim)
   if seen == '' or id == seen then
     return id, false
   end
-  local before = string.match(info, 'master_replid2:(%w+)')
-  local restarted = before == NO_REPLID
-    or (before == seen and string.match(info, 'second_repl_offset:(%-?%d+)')
-      == string.match(info, 'repl_backlog_first_byte_offset:(%d+)'))
+  local restarted = string.match(info, 'master_replid2:(%w+)') == NO_REPLID
+    or string.match(info, 'second_repl_offset:(%-?%d+)')
+      == string.match(info, 'repl_backlog_first_byte_offset:(%d+)')
   return id, not restarted
 end
 

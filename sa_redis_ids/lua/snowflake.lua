@@ -22,8 +22,8 @@
 --          reported, not healed) or "given" (the guard includes the floor)
 -- ARGV[10] headroom: a lost state (missing although the mark, the floor or the node claim knows
 --          of IDs, below the mark, or on a node that moved) resumes this many ms after the later
---          of the guard and the clock; a missing state with neither guard, floor nor claim (a new
---          namespace) starts at the clock
+--          of the mark and the clock, and at least after the guard; a missing state with neither
+--          guard, floor nor claim (a new namespace) starts at the clock
 -- ARGV[11] mark ms, ARGV[12] mark slot: only with the floor "given", the mark alone (without the
 --          floor); otherwise the guard is the mark. A state at or past the mark but below the
 --          floor lost nothing this process knows of (rows of its own last milliseconds, another
@@ -150,21 +150,25 @@ elseif not last_ms or low or moved then
     return {6, last_ms and whole(last_ms) or ''}
   end
   -- No state although this process or the floor knows of IDs: this node lost it (FLUSHALL, a
-  -- failover to a lagging replica). Below the guard, or the node moved: it may have been
-  -- rewound. IDs issued before may lie ahead of both the clock and the guard (borrowed
-  -- milliseconds): resume after the later of the two, plus the headroom; never move the state
-  -- back.
+  -- failover to a lagging replica). Below the mark, or the node moved: it may have been
+  -- rewound. IDs issued before may lie ahead of both the clock and the mark (borrowed
+  -- milliseconds): resume after the later of the two, plus the headroom. The floor only bounds
+  -- the state from below: it shows IDs issued after the loss too (another process's heal), and
+  -- headroom above them would stack one heal on the next. Never move the state back.
   local base = now
-  if guard_ms > base then
-    base = guard_ms
+  if mark_ms > base then
+    base = mark_ms
   end
   if partial and seen and seen > base then
     base = seen  -- (the state's last millisecond was at least the latest time it saw)
   end
-  local target = base + tonumber(ARGV[10])
-  if not last_ms or last_ms < target then
+  local target_ms, target_c = base + tonumber(ARGV[10]), slots - 1
+  if guard_ms > target_ms then
+    target_ms, target_c = guard_ms, guard_c
+  end
+  if not last_ms or last_ms < target_ms or (last_ms == target_ms and last_c < target_c) then
     healed = last_ms and whole(last_ms) or '-'
-    last_ms, last_c, seen = target, slots, nil
+    last_ms, last_c, seen = target_ms, target_c, nil
   end
 elseif last_ms < guard_ms or (last_ms == guard_ms and last_c < guard_c) then
   -- At or past the mark, below the floor: the table holds IDs of this state's millisecond (the
