@@ -65,7 +65,21 @@ class ConnectionPoolFull(RedisUnavailable):
 
 
 class SequenceExhausted(SaRedisIdsError):
-    """The generator has no value left (counter at its limit, pool full, BIGINT reached)."""
+    """The generator has no value left (counter at its limit, pool full, BIGINT reached).
+
+    ``left``: how many values the node that answered still holds, when it said (a batch bigger
+    than that takes them and the rest from the other nodes); None otherwise."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        namespace: str | None = None,
+        node: str | None = None,
+        left: int | None = None,
+    ):
+        self.left = left
+        super().__init__(message, namespace=namespace, node=node)
 
 
 class ClockMovedBackwards(SaRedisIdsError):

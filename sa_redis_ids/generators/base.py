@@ -14,6 +14,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
+from sa_redis_ids.errors import RedisUnavailable, SequenceExhausted
 from sa_redis_ids.generators.highwater import (
     HighWater,
     check_floor,
@@ -55,6 +56,11 @@ def first(plan: Plan[list[V]]) -> Plan[V]:
     """The first value of what ``plan`` answers."""
     values = yield from plan
     return values[0]
+
+
+def _taking(take_on: Callable[[Node, int], Plan[T]], n: int) -> Callable[[Node], Plan[T]]:
+    """``take_on`` of ``n`` values, as an action on one node."""
+    return lambda node: take_on(node, n)
 
 
 class GeneratorFloor(ABC):
@@ -325,6 +331,46 @@ class IdGenerator(ABC, Generic[V]):
         if self.share_calls:
             return self._shared.threads.take(n)
         return run_plan(self._take_plan(n))
+
+    def _spread_plan(self, n: int, take_on: Callable[[Node, int], Plan[list[V]]]) -> Plan[list[V]]:
+        """``n`` values by ``take_on(node, n)`` on the next node that can answer; a batch that
+        fits in no single node's remainder takes what is left on each node in turn, so a
+        namespace's whole capacity is reachable over N nodes whatever the sizes of its calls.
+
+        Only when every node said "exhausted": each is asked again for ``n`` (one of them may
+        have answered for a new day meanwhile) and says how many values it has left. Fewer than
+        ``n`` over the nodes that answered raises [`SequenceExhausted`][sa_redis_ids.SequenceExhausted]
+        with nothing taken; otherwise the batch takes them. A remainder another process took
+        between the two passes also raises it: the values already taken are gaps.
+        """
+        try:
+            return (yield from self._call_plan(lambda node: take_on(node, n)))
+        except SequenceExhausted:
+            if n == 1 or len(self._nodes) == 1:
+                raise
+        nodes = self._nodes
+        left: list[tuple[Node, int]] = []
+        for node in nodes.nodes:
+            try:
+                return (yield from nodes.on_plan(node, self.namespace, lambda on: take_on(on, n)))
+            except SequenceExhausted as exc:
+                if exc.left:
+                    left.append((node, exc.left))
+            except RedisUnavailable:
+                continue
+        total = sum(count for _, count in left)
+        if total < n:
+            raise SequenceExhausted(
+                f"{total} value(s) left over the nodes that answered, fewer than the {n} asked for",
+                namespace=self.namespace,
+            )
+        values: list[V] = []
+        for node, count in left:
+            want = min(count, n - len(values))
+            values += yield from nodes.on_plan(node, self.namespace, _taking(take_on, want))
+            if len(values) == n:
+                break
+        return values
 
     def _call_plan(self, action: Callable[[Node], Plan[T]]) -> Plan[T]:
         """Plan ``action`` on the next node that can answer (see ``NodeSet.call_plan``); reported

@@ -288,7 +288,10 @@ class DatedGenerator(IdGenerator[V]):
     # -- taking values ----------------------------------------------------------------------
 
     def _take_plan(self, n: int) -> Plan[list[V]]:
-        taken = yield from self._call_plan(lambda node: self._take_on(node, n))
+        return self._spread_plan(n, self._values_on)
+
+    def _values_on(self, node: Node, n: int) -> Plan[list[V]]:
+        taken = yield from self._take_on(node, n)
         return taken[0]
 
     def _take_block(self, n: int) -> DatedBlock[V]:
@@ -393,7 +396,9 @@ class DatedGenerator(IdGenerator[V]):
                     self.clock.recenter(now_ms)
                 return self._taken(node, n, window.days[answered], counter, floor, now_ms)
             try:
-                check_reply(reply, namespace=self.namespace, node=node, claim=fixed.claim)
+                check_reply(
+                    reply, namespace=self.namespace, node=node, claim=fixed.claim, limit=limit
+                )
             except OutOfWindow as exc:
                 self.clock.recenter(exc.now_ms)
                 continue

@@ -94,7 +94,10 @@ class SequenceGenerator(BufferedGenerator[int]):
         return f"sequence:start={self.start}"
 
     def _take_plan(self, n: int) -> Plan[list[int]]:
-        values: range = yield from self._call_plan(lambda node: self._take_on(node, n))
+        return self._spread_plan(n, self._values_on)
+
+    def _values_on(self, node: Node, n: int) -> Plan[list[int]]:
+        values: range = yield from self._take_on(node, n)
         return list(values)
 
     def _take_block_plan(self, n: int) -> Plan[Segment[int]]:
@@ -192,7 +195,7 @@ class SequenceGenerator(BufferedGenerator[int]):
                 break
             try:
                 after_text, healed, identity = check_reply(
-                    reply, namespace=self.namespace, node=node, claim=claim
+                    reply, namespace=self.namespace, node=node, claim=claim, limit=limit
                 )
             except NeedsFloor:
                 floor = yield from self._floor_counter(node)

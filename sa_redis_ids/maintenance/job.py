@@ -34,12 +34,18 @@ from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any, Protocol
 
+import redis
+
 from sa_redis_ids.errors import ConfigError, LockHeld, LockNotAcquired, SaRedisIdsError
 from sa_redis_ids.generators.abilities import DayKeyed, Pool
 from sa_redis_ids.generators.day_window import local_day
+from sa_redis_ids.redis.identity import server_identity
+from sa_redis_ids.redis.plans import run_plan
 from sa_redis_ids.validation import check_bool, check_seconds, check_share
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from apscheduler.job import Job
     from apscheduler.schedulers.base import BaseScheduler
 
@@ -60,7 +66,14 @@ class Maintained(Protocol):
     @property
     def nodes(self) -> NodeSet: ...
 
-    def lock(self, name: str, *, ttl: float = ..., timeout: float = ...) -> Redlock: ...
+    def lock(
+        self,
+        name: str,
+        *,
+        ttl: float = ...,
+        timeout: float = ...,
+        nodes: Sequence[Node] | None = ...,
+    ) -> Redlock: ...
 
 
 LOCK_NAME = "maintenance"
@@ -422,10 +435,33 @@ class Maintenance:
                 self._lease = None  # lapsed or taken over: compete for it like everyone else
         # A short wait, not a single attempt: instances that start together can split the nodes
         # between them so that none has a majority; Redlock's retry with a random delay settles it.
-        lock = self.ids.lock(LOCK_NAME, ttl=self.lock_ttl, timeout=LEASE_WAIT)
+        lock = self.ids.lock(
+            LOCK_NAME, ttl=self.lock_ttl, timeout=LEASE_WAIT, nodes=self._lease_nodes()
+        )
         lock.acquire()
         self._lease = lock
         return lock
+
+    def _lease_nodes(self) -> list[Node]:
+        """The nodes the maintenance lock is taken on: the first node of each Redis server.
+
+        Databases of one server listed as nodes (``/0`` and ``/1``) issue disjoint values, but
+        they share that server's fate: a Redlock over both would count one server twice, and is
+        refused. A lock on one of them is what that server can give. Every instance lists the
+        nodes in the same order, so all choose the same ones. A node whose server cannot be
+        identified now (down) is kept: the lock then needs it too, as it would anyway."""
+        chosen: list[Node] = []
+        seen: set[str] = set()
+        for node in self.ids.nodes.nodes:
+            try:
+                identity = run_plan(server_identity(node))
+            except (redis.RedisError, OSError):
+                chosen.append(node)
+                continue
+            if identity not in seen:
+                seen.add(identity)
+                chosen.append(node)
+        return chosen
 
     def release_lease(self) -> None:
         """Give up the maintenance lock this object holds, if any, so that the next run of any

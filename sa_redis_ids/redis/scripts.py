@@ -212,8 +212,11 @@ def reply_text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
-def check_reply(reply: Any, *, namespace: str, node: Named, claim: str = "") -> list[Any]:
-    """Return the payload of an ok reply; raise the exception a status code stands for.
+def check_reply(
+    reply: Any, *, namespace: str, node: Named, claim: str = "", limit: int | None = None
+) -> list[Any]:
+    """Return the payload of an ok reply; raise the exception a status code stands for
+    (``limit``: the node's counter limit, so an "exhausted" reply says how many values it has left).
 
     An issuing script answers its ok reply as one space-separated string (``ok_reply`` in
     ``common.lua``): its parts are returned, as bytes or text like the client's replies.
@@ -228,17 +231,27 @@ def check_reply(reply: Any, *, namespace: str, node: Named, claim: str = "") -> 
     payload = reply[1:]
     if status == STATUS_OK:
         return payload
-    raise_for_status(status, payload, namespace=namespace, node=node, claim=claim)
+    raise_for_status(status, payload, namespace=namespace, node=node, claim=claim, limit=limit)
 
 
 def raise_for_status(
-    status: int, payload: list[Any], *, namespace: str, node: Named, claim: str = ""
+    status: int,
+    payload: list[Any],
+    *,
+    namespace: str,
+    node: Named,
+    claim: str = "",
+    limit: int | None = None,
 ) -> NoReturn:
     """Map a script's failure code to its exception (the only such mapping in the package)."""
     where = {"namespace": namespace, "node": node.name}
     if status == STATUS_EXHAUSTED:
+        counter = reply_text(payload[0]) if payload else "?"
+        left = None
+        if limit is not None and counter.isdigit():
+            left = max(0, limit - int(counter))
         raise SequenceExhausted(
-            f"no value left (counter at {reply_text(payload[0]) if payload else '?'})", **where
+            f"no value left (counter at {counter})", namespace=namespace, node=node.name, left=left
         )
     if status == STATUS_CLAIM_MISMATCH:
         raise ConfigError(
