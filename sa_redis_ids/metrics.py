@@ -41,6 +41,7 @@ process reads them every ``refresh_seconds`` (5 s) instead:
 | ``sa_redis_ids_rewinds_total``, ``sa_redis_ids.rewinds`` | rewinds detected and healed (see `highwater`) |
 | ``sa_redis_ids_pool_fill_ratio``, ``sa_redis_ids.pool.fill_ratio`` | how full a short-ID pool is, 0 to 1, by ``id_namespace`` (a ``BITCOUNT`` per node; sync clients only; left out while a node is marked down or cannot answer) |
 | ``sa_redis_ids_node_up``, ``sa_redis_ids.node.up`` | 1 while a node is in the rotation, 0 while it is marked down, by ``redis_node`` |
+| ``sa_redis_ids_guarantee_lost``, ``sa_redis_ids.guarantee.lost`` | 1 for each guarantee a node cannot give, by ``redis_node`` and ``guarantee``: ``failover_detection`` (``INFO replication`` renamed or denied), ``eviction_check`` (neither ``CONFIG GET`` nor ``INFO memory`` answers); see `sa_redis_ids.redis.capabilities` |
 
 Loggers (standard `logging`; all below ``sa_redis_ids``, which the library never configures):
 
@@ -51,8 +52,9 @@ Loggers (standard `logging`; all below ``sa_redis_ids``, which the library never
   with the namespace and the milliseconds).
 * ``sa_redis_ids.maintenance``: each maintenance run (INFO, ERROR when a step failed) and a short-ID
   pool past ``fill_warning`` (WARNING).
-* ``sa_redis_ids``: an eviction policy that can evict the library's keys (WARNING), skipped
-  precreation of a day on a node (WARNING).
+* ``sa_redis_ids``: an eviction policy that can evict the library's keys (WARNING), a guarantee a
+  node cannot give, naming the command it refused (WARNING, once per node), skipped precreation
+  of a day on a node (WARNING).
 """
 
 from __future__ import annotations
@@ -196,6 +198,16 @@ class Sources:
                     continue
                 found[(generator.namespace,)] = float(stats.fill_ratio)
         return found
+
+    def guarantees_lost(self) -> Samples:
+        """``(node, guarantee) → 1`` for each guarantee a probed node cannot give."""
+        return {
+            (node.name, lost.guarantee): 1.0
+            for ids in self.instances()
+            for node in ids.nodes.nodes
+            if node.capabilities is not None
+            for lost in node.capabilities.lost
+        }
 
     def nodes_up(self) -> Samples:
         return {
@@ -360,6 +372,13 @@ class PrometheusMetrics(Observer):
             registry=registry,
             multiprocess_mode="livemin",  # 0 while any live process keeps the node out
         )
+        self.guarantee_lost = Gauge(
+            "sa_redis_ids_guarantee_lost",
+            "1 for each guarantee a Redis node cannot give (a command renamed or denied)",
+            ["redis_node", "guarantee"],
+            registry=registry,
+            multiprocess_mode="livemax",  # 1 while any live process found it lost
+        )
         self._labels: dict[tuple[str, str], tuple[Any, Any]] = {}
 
     def call(
@@ -419,6 +438,8 @@ class PrometheusMetrics(Observer):
                 self.pool_fill.labels(*labels).set(value)
             for labels, value in sources.nodes_up().items():
                 self.node_up.labels(*labels).set(value)
+            for labels, value in sources.guarantees_lost().items():
+                self.guarantee_lost.labels(*labels).set(value)
 
     def start_refreshing(self) -> None:
         """Start this process's daemon thread that calls `refresh` every
@@ -604,6 +625,12 @@ class OpenTelemetryMetrics(Observer):
             callbacks=[callback(sources.nodes_up, ("redis_node",))],
             unit="1",
             description="1 while a Redis node is in the rotation, 0 while it is marked down",
+        )
+        meter.create_observable_gauge(
+            "sa_redis_ids.guarantee.lost",
+            callbacks=[callback(sources.guarantees_lost, ("redis_node", "guarantee"))],
+            unit="1",
+            description="1 for each guarantee a Redis node cannot give (a command renamed or denied)",
         )
 
     def call(

@@ -11,6 +11,7 @@ missing on the servers the suite runs on.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import uuid
 from collections.abc import Callable, Iterator
@@ -19,6 +20,7 @@ import pytest
 
 from sa_redis_ids import ConfigError, RedisIds
 from sa_redis_ids.asyncio import AsyncRedisIds
+from sa_redis_ids.cli import main
 from sa_redis_ids.redis.capabilities import EVICTION_CHECK, FAILOVER_DETECTION
 from tests.conftest import Backend
 from tests.support.servers import HOST, RedisServer
@@ -194,3 +196,40 @@ def test_every_backend_allows_what_the_library_relies_on(backend: Backend) -> No
         assert found.wait and found.config_get and found.info_memory and found.version
     if backend.name == "valkey":
         assert found.waitaof
+
+
+def test_status_shows_what_each_server_lacks_and_the_policy_from_info_memory(
+    start: Start, capsys: pytest.CaptureFixture[str]
+) -> None:
+    blind = start(*NO_INFO)
+    hidden = start(*NO_CONFIG, "--maxmemory-policy", "volatile-lru")
+    assert main(["status", "--redis-url", blind.url, "--redis-url", hidden.url, "--json"]) == 0
+    first, second = (node["servers"][0] for node in json.loads(capsys.readouterr().out)["nodes"])
+    assert first["capabilities"]["identity"] is False
+    assert first["capabilities"]["lost"] == [FAILOVER_DETECTION]
+    assert first["lost"][0].startswith("failover_detection: without INFO replication")
+    assert first["server"].split()[0] == "redis"
+    assert second["maxmemory_policy"] == "volatile-lru" and second["lost"] == []
+    assert second["capabilities"]["config_get"] is False
+    assert main(["status", "--redis-url", blind.url]) == 0
+    assert "LOST failover_detection: without INFO replication" in capsys.readouterr().out
+
+
+def test_a_lost_guarantee_is_a_metric_of_its_node(start: Start) -> None:
+    prometheus_client = pytest.importorskip("prometheus_client")
+    from sa_redis_ids.metrics import enable_prometheus
+
+    blind, seeing = start(*NO_INFO), start()
+    ids = RedisIds.from_urls([blind.url, seeing.url])
+    registry = prometheus_client.CollectorRegistry()
+    enable_prometheus(ids, registry=registry)
+    users = ids.sequence("users")
+    users.next_id()
+    users.next_id()  # each node took a turn
+    assert all(node.capabilities is not None for node in ids.nodes.nodes)
+    scraped = prometheus_client.generate_latest(registry).decode().splitlines()
+    lost = [line for line in scraped if line.startswith("sa_redis_ids_guarantee_lost{")]
+    name = ids.nodes.nodes[0].name
+    assert lost == [
+        f'sa_redis_ids_guarantee_lost{{guarantee="{FAILOVER_DETECTION}",redis_node="{name}"}} 1.0'
+    ]

@@ -28,6 +28,7 @@ from sa_redis_ids.generators.sequence import SequenceGenerator
 from sa_redis_ids.generators.short_id import ShortIdGenerator
 from sa_redis_ids.generators.snowflake import SnowflakeGenerator
 from sa_redis_ids.keys import KeySpace, validate_namespace, validate_prefix
+from sa_redis_ids.redis.capabilities import probe
 from sa_redis_ids.redis.connect import client_from_url, embedded_client
 from sa_redis_ids.redis.nodes import describe_client
 from sa_redis_ids.redis.scripts import reply_text
@@ -173,6 +174,13 @@ class Server:
     """Settings that could not be read (``CONFIG`` disabled on a managed Redis…)."""
     about: str | None = None
     """What the server is, when it has no settings to read (the embedded Redis)."""
+    server: str | None = None
+    """Its flavour and version (``redis 7.2.4``, ``valkey 8.1.1``), from ``HELLO``."""
+    capabilities: dict[str, Any] | None = None
+    """What the library may rely on there (`Capabilities.summary`)."""
+    lost: list[str] = field(default_factory=list)
+    """The guarantees the library cannot give there, each naming the command it lacks and what
+    that costs (see `sa_redis_ids.redis.capabilities`)."""
 
 
 def _config_get(client: Any, name: str, server: Server) -> str | None:
@@ -209,7 +217,18 @@ def read_server(address: str, client: Any) -> Server:
     except Exception as exc:
         server.reachable, server.error = False, one_line(exc)
         return server
+    try:
+        found = probe(client, address)
+    except Exception as exc:
+        server.notes.append(f"capabilities: {one_line(exc)}")
+    else:
+        server.capabilities = found.summary()
+        version = server.capabilities["version"]
+        server.server = f"{found.flavour} {version}" if version else found.flavour
+        server.lost = [lost.short() for lost in found.lost]
     server.maxmemory_policy = _config_get(client, "maxmemory-policy", server)
+    if server.maxmemory_policy is None and server.capabilities is not None:
+        server.maxmemory_policy = found.eviction_policies.get(address)  # from INFO memory
     server.save = _config_get(client, "save", server)
     server.appendonly = _config_get(client, "appendonly", server)
     persistence = _info(client, "persistence", server)

@@ -3,10 +3,11 @@
 For every namespace found under the key prefix (by its claim keys) or the one given: each
 strategy, the claim every node records, and the node's counters (see
 `sa_redis_ids.cli.probe.counters`). For every node: whether it answers (with the error when
-it does not), its ``maxmemory-policy``, persistence (``CONFIG GET save``/``appendonly``,
-``INFO persistence``) and replication (``INFO replication``: role, connected replicas); for a
-cluster, each of its servers. Nothing is written. A node that is down is reported; the others are
-read all the same.
+it does not), its flavour and version, its ``maxmemory-policy`` (``CONFIG GET``, else ``INFO
+memory``), persistence (``CONFIG GET save``/``appendonly``, ``INFO persistence``), replication
+(``INFO replication``: role, connected replicas) and the guarantees the library cannot give there
+for want of a command (`sa_redis_ids.redis.capabilities`); for a cluster, each of its servers.
+Nothing is written. A node that is down is reported; the others are read all the same.
 """
 
 from __future__ import annotations
@@ -25,7 +26,9 @@ from sa_redis_ids.redis.scripts import reply_text
 JSON_KEYS = (
     "prefix, ok (every node answered), nodes [{index, name, url, reachable, error, servers "
     "[{address, reachable, error, maxmemory_policy, save, appendonly, persistence {…INFO "
-    "persistence fields}, role, connected_replicas, notes, about}]}], namespaces [{namespace, "
+    "persistence fields}, role, connected_replicas, notes, about, server, capabilities {flavour, "
+    "version, identity, info_memory, config_get, wait, script_time, waitaof, aof, lost, "
+    "refused}, lost}]}], namespaces [{namespace, "
     "strategies [{strategy, key_part, config, consistent, pool_size, taken, fill, nodes [{index, "
     "name, reachable, error, claim, counters {counter | days, purged_through | last_ms, "
     "last_slot, last_time | taken, share, fill}}]}]}]"
@@ -41,10 +44,12 @@ def register(sub: Any) -> None:
         "counters per node (a sequence's counter; a date-keyed strategy's days present and purge "
         "marker; a snowflake's last millisecond and slot; a short_id pool's fill, bits set / "
         "pool size). For each node: whether it answers (and the error if not), maxmemory-policy, "
-        "persistence (save, appendonly, INFO persistence) and replication (role, connected "
-        "replicas); for a cluster, each of its servers. Read-only. A node that is down is "
-        "reported, the others read. Exit status: 0 when every node answered, 1 when one did not "
-        "(the report is printed all the same). The embedded Redis (no --redis-url) lives in the "
+        "persistence (save, appendonly, INFO persistence), replication (role, connected "
+        "replicas), and the guarantees the library cannot give there for want of a command "
+        "(INFO or CONFIG renamed or denied); for a cluster, each of its servers. Read-only. "
+        "A node that is down is reported, the others read. Exit status: 0 when every node "
+        "answered, 1 when one did not (the report is printed all the same). The embedded Redis "
+        "(no --redis-url) lives in the "
         "command's process and is empty at every start: status there says so and shows no "
         "namespaces.",
     )
@@ -186,9 +191,13 @@ def _server_line(server: dict[str, Any]) -> str:
         + (f", {unsaved} changes unsaved" if unsaved is not None else ""),
         f"role {_yes(server['role'])}, {_yes(server['connected_replicas'])} replicas",
     ]
+    if server["server"]:
+        parts.insert(0, server["server"])
     text = f"{server['address']}: " + "; ".join(parts)
     if server["notes"]:
         text += f" (not read: {'; '.join(server['notes'])})"
+    for lost in server["lost"]:
+        text += f"\n      LOST {lost}"
     return text
 
 

@@ -87,9 +87,15 @@ class Lost:
     grant: str
     """What to allow so the guarantee holds."""
 
-    def describe(self, node: str) -> str:
-        """One sentence for a log line or an error: the node, what is missing, cost and fix."""
-        return f"Redis node {node} does not answer {self.missing}: {self.cost}; {self.grant}"
+    def describe(self, node: str, *, warning: bool = False) -> str:
+        """One sentence for an error (or, ``warning``, a log line that also names
+        ``strict=True``): the node, what is missing, what it costs and what to grant."""
+        text = f"Redis node {node} does not answer {self.missing}: {self.cost}; {self.grant}"
+        return text + (", or pass strict=True to refuse such a node" if warning else "")
+
+    def short(self) -> str:
+        """What ``sa-redis-ids status`` prints: the guarantee, the command and the cost."""
+        return f"{self.guarantee}: without {self.missing}, {self.cost}"
 
 
 LOST_IDENTITY = Lost(
@@ -97,8 +103,7 @@ LOST_IDENTITY = Lost(
     "INFO replication",
     "a failover to a replica that missed the last writes is not detected, and processes whose "
     "last values lie below those writes hand them out again",
-    "grant +info to the library's ACL user (or keep the INFO command's name), or pass "
-    "strict=True to refuse such a node",
+    "grant +info to the library's ACL user (or keep the INFO command's name)",
 )
 
 LOST_EVICTION = Lost(
@@ -106,8 +111,7 @@ LOST_EVICTION = Lost(
     "CONFIG GET maxmemory-policy or INFO memory",
     "a maxmemory-policy that can evict the library's keys goes unnoticed (an evicted counter "
     "starts again and re-issues IDs), and sequences take no transaction fast path",
-    "grant +info or +config|get to the library's ACL user, or pass strict=True to refuse such "
-    "a node",
+    "grant +info or +config|get to the library's ACL user",
 )
 
 

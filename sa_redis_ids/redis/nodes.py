@@ -544,7 +544,7 @@ class Node:
                 "ACL user"
             )
             return
-        problems = [lost.describe(self.name) for lost in found.lost]
+        problems = [lost.describe(self.name, warning=not self.strict) for lost in found.lost]
         if risk is not None:
             problems.insert(0, risk)
         if problems and self.strict:
