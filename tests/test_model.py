@@ -124,13 +124,6 @@ def test_heals_after_one_promotion_do_not_stack_a_snowflake_ahead() -> None:
     assert not report.failed, report.text()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="after a promotion a short-ID reserve() heals the pool (a rewind) and, in about half "
-    "the runs, the next draw of the same process heals it again (a second rewind, logged and "
-    "counted) although nothing was lost in between",
-)
 def test_a_reserve_after_a_promotion_heals_once_for_the_draws_too() -> None:
     # The second heal comes in about half the runs: eight promotions in one run.
     trace = ["world direct", "spawn P1 sync"]

@@ -707,8 +707,10 @@ class ShortIdGenerator(IdGenerator[int]):
             )
             try:
                 (count,) = check_reply(reply, namespace=self.namespace, node=node, claim=call.claim)
-            except NeedsFloor:
+            except NeedsFloor as exc:
                 yield from self._recover(node, lost=True, has_floor=has_floor)
+                if exc.detail[-2]:  # the server the heal covered: a take there heals no more
+                    high.identities[index] = exc.detail[-2]
                 continue
             return int(count)
         raise RedisUnavailable(
