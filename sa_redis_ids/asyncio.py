@@ -88,7 +88,9 @@ class AsyncRedisIds(RedisIdsBase):
         raise TypeError("AsyncRedisIds is closed with: await ids.aclose()")
 
     async def aclose(self) -> None:
-        """Close every node's connection pool."""
+        """End this instance's metrics reports (as `RedisIds.close` does) and close every node's
+        connection pool."""
+        self._stop_background()
         for node in self.nodes.nodes:
             closing = getattr(node.client, "aclose", None) or node.client.close
             await closing()

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import threading
 import warnings
+import weakref
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, ClassVar, TypeVar
 
 from sa_redis_ids.buffering import Buffering
 from sa_redis_ids.errors import ConfigError
+from sa_redis_ids.forksafe import ForkSafe
 from sa_redis_ids.generators import builtin as builtin
 from sa_redis_ids.generators import registry
 from sa_redis_ids.generators.base import IdGenerator
@@ -69,7 +71,7 @@ def check_client(client: object) -> None:
     refuse_foreign_client(client)
 
 
-class RedisIdsBase:
+class RedisIdsBase(ForkSafe):
     """What the sync [`RedisIds`][sa_redis_ids.RedisIds] and [`AsyncRedisIds`][sa_redis_ids.asyncio.AsyncRedisIds] share:
     the constructors, the nodes and key prefix, the registry-driven [`generator`][sa_redis_ids.ids.RedisIdsBase.generator] and the
     lock. A subclass says whether its clients are ``redis.asyncio`` ones (``asynchronous``).
@@ -124,6 +126,12 @@ class RedisIdsBase:
         """The options each generator was made with (``use`` builds it anew from them)."""
         self._lock = threading.Lock()
         self._context = Context(self.nodes, self.prefix, self._day_lock)
+        self._maintenances: weakref.WeakSet[Maintenance] = weakref.WeakSet()
+        """The maintenance jobs of this instance (`close` stops their schedulers)."""
+        self.watch_forks()
+
+    def after_fork_in_child(self) -> None:
+        self._lock = threading.Lock()
 
     @classmethod
     def from_url(
@@ -397,9 +405,23 @@ class RedisIdsBase:
         )
 
     def close(self) -> None:
-        """Close every node's connection pool."""
+        """Stop every thread this instance started, then close every node's connection pool.
+
+        The schedulers of its maintenance jobs stop (``maintenance().start()``; a job given to an
+        application's scheduler is removed from it), and its metrics reports end once what they
+        counted is written (a refresh thread left with no instance to read stops). A buffer's
+        prefetch thread ends with its fetch."""
+        self._stop_background()
         for node in self.nodes.nodes:
             node.client.close()
+
+    def _stop_background(self) -> None:
+        """What `close` stops (both front ends)."""
+        for job in list(self._maintenances):
+            job.shutdown()
+        observer, self.nodes.observer = self.nodes.observer, None
+        if observer is not None:
+            observer.detach(self)
 
     def __repr__(self) -> str:
         names = [node.name for node in self.nodes.nodes]
@@ -593,7 +615,7 @@ class RedisIds(RedisIdsBase):
         """The maintenance job of this instance's generators (see `sa_redis_ids.maintenance`):
         pre-create upcoming day counters (unless ``precreate=False``), purge days older than
         ``keep_days``, report pool fill."""
-        return Maintenance(
+        job = Maintenance(
             self,
             keep_days=keep_days,
             precreate_days=precreate_days,
@@ -601,3 +623,5 @@ class RedisIds(RedisIdsBase):
             fill_warning=fill_warning,
             precreate=precreate,
         )
+        self._maintenances.add(job)
+        return job

@@ -59,16 +59,17 @@ Loggers (standard `logging`; all below ``sa_redis_ids``, which the library never
 
 from __future__ import annotations
 
+import atexit
 import itertools
 import logging
 import os
 import threading
-import time
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from sa_redis_ids.errors import ClockMovedBackwards, ConfigError
+from sa_redis_ids.forksafe import ForkSafe, RenewedLock
 from sa_redis_ids.generators import registry as strategies
 from sa_redis_ids.generators.abilities import Pool
 from sa_redis_ids.ids import RedisIdsBase
@@ -247,15 +248,13 @@ def _attach(nodes: NodeSet, sink: Observer) -> None:
 
 
 def disable_metrics(ids: RedisIdsBase) -> None:
-    """Stop reporting ``ids``: its calls are no longer measured, nor its state read."""
+    """Stop reporting ``ids``: its calls are no longer measured, nor its state read. What it
+    counted so far is written first; a refresh thread left with no instance to read stops (as at
+    ``ids.close()``)."""
     ids = _check_ids(ids, "disable_metrics")
-    current = ids.nodes.observer
-    ids.nodes.observer = None
-    observers = current.observers if isinstance(current, Fanout) else (current,)
-    for observer in observers:
-        sources = getattr(observer, "sources", None)
-        if isinstance(sources, Sources):
-            sources.discard(ids)
+    current, ids.nodes.observer = ids.nodes.observer, None
+    if current is not None:
+        current.detach(ids)
 
 
 # -- Prometheus ---------------------------------------------------------------------------------
@@ -271,14 +270,19 @@ def multiprocess_mode() -> bool:
     return bool(os.environ.get("PROMETHEUS_MULTIPROC_DIR"))
 
 
-class PrometheusMetrics(Observer):
+class PrometheusMetrics(Observer, ForkSafe):
     """The library's series in one ``prometheus_client`` registry (see the module doc).
 
     Every series is a ``prometheus_client`` metric, so that multiprocess mode (a pre-fork server
     such as gunicorn) aggregates it across processes. The counters of calls are updated when the
     call ends; the series read from the instances (buffers, rewinds, pool fill, nodes up) are
     brought up to date by [`refresh`][sa_redis_ids.metrics.PrometheusMetrics.refresh]: at each collection of the registry, and in
-    multiprocess mode by a daemon thread of each process every ``refresh_seconds``.
+    multiprocess mode by a daemon thread of each process every ``refresh_seconds`` and once more
+    when the process exits (`write_metrics`).
+
+    Fork-safe: every write to ``prometheus_client``'s values (whose locks a forked child would
+    inherit held) happens under one lock of this object, which a fork waits for and the child
+    renews; Redis is read (pool fill) with no lock held.
     """
 
     def __init__(
@@ -293,11 +297,15 @@ class PrometheusMetrics(Observer):
         self.registry = registry
         self.sources = Sources()
         self.refresh_seconds = refresh_seconds
-        self._refresh_lock = threading.Lock()
+        self._lock = threading.Lock()
+        """Held while ``prometheus_client`` values are written (and ``_seen`` read or changed),
+        never across I/O."""
         self._seen: weakref.WeakKeyDictionary[Any, dict[str, float]] = weakref.WeakKeyDictionary()
         """What each buffer and generator had counted at the last refresh."""
         self._buffered_labels: set[Labels] = set()
+        self._thread: threading.Thread | None = None
         self._thread_pid = 0
+        self._stop = threading.Event()
         self._multiprocess = multiprocess_mode()
         # registered first, so that a collection refreshes before the series below are read
         registry.register(_Refresh(self))
@@ -380,6 +388,17 @@ class PrometheusMetrics(Observer):
             multiprocess_mode="livemax",  # 1 while any live process found it lost
         )
         self._labels: dict[tuple[str, str], tuple[Any, Any]] = {}
+        self.watch_forks()
+
+    def before_fork(self) -> None:
+        self._lock.acquire()  # no write half-done in the child (held a moment: no I/O under it)
+
+    def after_fork_in_parent(self) -> None:
+        self._lock.release()
+
+    def after_fork_in_child(self) -> None:
+        self._lock = threading.Lock()
+        self._thread, self._stop = None, threading.Event()  # the parent's thread is not here
 
     def call(
         self,
@@ -392,29 +411,43 @@ class PrometheusMetrics(Observer):
         if self._multiprocess and self._thread_pid != os.getpid():
             self.start_refreshing()
         key = (namespace, strategy)
-        children = self._labels.get(key)
-        if children is None:
-            labels = (namespace, strategy_label(strategy))
-            children = (self.reserved.labels(*labels), self.duration.labels(*labels))
-            self._labels[key] = children
-        reserved, duration = children
-        duration.observe(seconds)
-        if error is None:
-            if values:
-                reserved.inc(values)
-            return
-        self.failures.labels(namespace, strategy_label(strategy), type(error).__name__).inc()
-        if isinstance(error, ClockMovedBackwards):
-            self.clock_back.labels(namespace).inc()
+        with self._lock:
+            children = self._labels.get(key)
+            if children is None:
+                labels = (namespace, strategy_label(strategy))
+                children = (self.reserved.labels(*labels), self.duration.labels(*labels))
+                self._labels[key] = children
+            reserved, duration = children
+            duration.observe(seconds)
+            if error is None:
+                if values:
+                    reserved.inc(values)
+                return
+            self.failures.labels(namespace, strategy_label(strategy), type(error).__name__).inc()
+            if isinstance(error, ClockMovedBackwards):
+                self.clock_back.labels(namespace).inc()
 
     def node_error(self, node: str, kind: str) -> None:
-        self.node_errors.labels(node, kind).inc()
+        with self._lock:
+            self.node_errors.labels(node, kind).inc()
 
-    def refresh(self) -> None:
+    def detach(self, ids: object) -> None:
+        """Write what ``ids`` counted, then stop reading it; with no instance left, stop this
+        process's refresh thread."""
+        if not isinstance(ids, RedisIdsBase):
+            return
+        self.refresh(read_pools=False)
+        self.sources.discard(ids)
+        if not self.sources.instances():
+            self.stop_refreshing()
+
+    def refresh(self, *, read_pools: bool = True) -> None:
         """Bring the series read from the instances up to date in this process: the counters grow
-        by what the buffers and rewinds counted since the last refresh, the gauges are set."""
-        with self._refresh_lock:
-            sources = self.sources
+        by what the buffers and rewinds counted since the last refresh, the gauges are set.
+        ``read_pools=False`` leaves the pool fill (read from Redis) as it is."""
+        sources = self.sources
+        pools = sources.pool_fill() if read_pools else {}  # Redis I/O: before the lock
+        with self._lock:
             counters = {
                 "handed_out": self.handed_out,
                 "refills": self.refills,
@@ -434,7 +467,7 @@ class PrometheusMetrics(Observer):
             for labels, value in buffered.items():
                 self.buffered.labels(*labels).set(value)
             self._buffered_labels = set(buffered)
-            for labels, value in sources.pool_fill().items():
+            for labels, value in pools.items():
                 self.pool_fill.labels(*labels).set(value)
             for labels, value in sources.nodes_up().items():
                 self.node_up.labels(*labels).set(value)
@@ -444,24 +477,37 @@ class PrometheusMetrics(Observer):
     def start_refreshing(self) -> None:
         """Start this process's daemon thread that calls `refresh` every
         ``refresh_seconds`` (in multiprocess mode: a scrape reads other processes' files, not
-        their instances). Called by the first report in each process, a forked worker included."""
-        with self._refresh_lock:
+        their instances). Called by the first report in each process, a forked worker included;
+        it runs until no instance is left to read (`disable_metrics`, ``ids.close()``)."""
+        with self._lock:
             if self._thread_pid == os.getpid():
                 return
             self._thread_pid = os.getpid()
-        thread = threading.Thread(
-            target=self._refresh_forever, name="sa_redis_ids metrics refresh", daemon=True
-        )
+            stop = self._stop = threading.Event()
+            thread = self._thread = threading.Thread(
+                target=self._refresh_forever,
+                args=(stop,),
+                name=REFRESH_THREAD_NAME,
+                daemon=True,
+            )
         thread.start()
 
-    def _refresh_forever(self) -> None:
-        pid = os.getpid()
-        while self._thread_pid == pid:
+    def stop_refreshing(self) -> None:
+        """Stop this process's refresh thread, waiting for a refresh under way (a pool reading
+        ends within the clients' socket timeout)."""
+        with self._lock:
+            thread, self._thread, self._thread_pid = self._thread, None, 0
+            self._stop.set()
+        if thread is not None and thread is not threading.current_thread():
+            thread.join()
+
+    def _refresh_forever(self, stop: threading.Event) -> None:
+        while not stop.is_set():
             try:
                 self.refresh()
             except Exception:  # never let a reading kill the thread; the next one may work
                 log.exception("refreshing the sa_redis_ids metrics failed")
-            time.sleep(self.refresh_seconds)
+            stop.wait(self.refresh_seconds)
 
 
 class _Refresh:
@@ -480,8 +526,34 @@ class _Refresh:
         return []
 
 
+REFRESH_THREAD_NAME = "sa_redis_ids metrics refresh"
+
 _PROMETHEUS: weakref.WeakKeyDictionary[Any, PrometheusMetrics] = weakref.WeakKeyDictionary()
-_SINKS_LOCK = threading.Lock()
+_SINKS_LOCK = RenewedLock()
+"""Held while a registry's sink is looked up or made (no I/O)."""
+
+
+def write_metrics() -> None:
+    """Write what every Prometheus report of this process counted since its last refresh (reads
+    nothing from Redis). In multiprocess mode it runs by itself when the process exits
+    (``atexit``); call it where a process ends without running ``atexit`` handlers, e.g. in
+    gunicorn's ``worker_exit`` hook (see the metrics page)."""
+    for sink in list(_PROMETHEUS.values()):
+        try:
+            sink.refresh(read_pools=False)
+        except Exception:  # at exit: report, never raise
+            log.exception("writing the sa_redis_ids metrics failed")
+
+
+_AT_EXIT: list[bool] = []
+
+
+def _write_at_exit() -> None:
+    """Register `write_metrics` to run at exit, once (a forked child inherits the registration)."""
+    with _SINKS_LOCK:
+        if not _AT_EXIT:
+            atexit.register(write_metrics)
+            _AT_EXIT.append(True)
 
 
 def enable_prometheus(
@@ -524,6 +596,7 @@ def enable_prometheus(
     sink.sources.add(ids)
     _attach(ids.nodes, sink)
     if sink._multiprocess:
+        _write_at_exit()
         sink.start_refreshing()
     return sink
 

@@ -45,6 +45,10 @@ class Observer:
     def node_error(self, node: str, kind: str) -> None:
         """Node ``node`` failed with an error of class ``kind`` and is skipped for a while."""
 
+    def detach(self, ids: object) -> None:
+        """Instance ``ids`` is closed or no longer reported: let go of it (what it counted is
+        written first; a thread left with nothing to read stops)."""
+
 
 class Fanout(Observer):
     """Several observers as one (Prometheus and OpenTelemetry at once)."""
@@ -66,6 +70,10 @@ class Fanout(Observer):
     def node_error(self, node: str, kind: str) -> None:
         for observer in self.observers:
             observer.node_error(node, kind)
+
+    def detach(self, ids: object) -> None:
+        for observer in self.observers:
+            observer.detach(ids)
 
 
 def values_in(result: object) -> int:

@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import redis
 
 from sa_redis_ids.errors import ConfigError, LockHeld, LockNotAcquired, SaRedisIdsError
+from sa_redis_ids.forksafe import ForkSafe
 from sa_redis_ids.generators.abilities import DayKeyed, Pool
 from sa_redis_ids.generators.day_window import local_day
 from sa_redis_ids.redis.identity import server_identity
@@ -191,7 +192,7 @@ def strategy_name(generator: object) -> str:
     return type(generator).__name__.removesuffix("Generator")
 
 
-class Maintenance:
+class Maintenance(ForkSafe):
     """The maintenance job of one [`RedisIds`][sa_redis_ids.RedisIds] (``ids.maintenance()``).
 
     ``keep_days``: how many most recent days keep their counters, today included (at least 2, so
@@ -241,6 +242,14 @@ class Maintenance:
         self._job: Job | None = None
         self._run_lock = threading.Lock()
         self._lease: Any = None
+        self.watch_forks()
+
+    def after_fork_in_child(self) -> None:
+        """A forked child runs none of its parent's maintenance: the scheduler (its threads are
+        the parent's) and the lease (the parent's to extend or release) are forgotten, the run
+        lock renewed (a run of the parent may have held it). ``start()`` starts the child's own."""
+        self._run_lock = threading.Lock()
+        self._scheduler, self._job, self._owns_scheduler, self._lease = None, None, False, None
 
     # -- one run ---------------------------------------------------------------------------------
 

@@ -70,11 +70,16 @@ def add_job(scheduler: Any, func: Callable[[], Any], trigger: Any, *, run_now: b
 
 
 def background_scheduler() -> Any:
-    """A new daemon ``BackgroundScheduler`` in UTC (not started)."""
+    """A new ``BackgroundScheduler`` in UTC (not started): its thread and each run's are daemon
+    threads (`sa_redis_ids.maintenance.executor`)."""
     _apscheduler()
     from apscheduler.schedulers.background import BackgroundScheduler
 
-    return BackgroundScheduler(daemon=True, timezone=timezone.utc)
+    from sa_redis_ids.maintenance.executor import DaemonThreadExecutor
+
+    return BackgroundScheduler(
+        daemon=True, timezone=timezone.utc, executors={"default": DaemonThreadExecutor()}
+    )
 
 
 def blocking_scheduler() -> Any:

@@ -55,6 +55,7 @@ from sa_redis_ids.errors import (
     ScriptError,
     SequenceExhausted,
 )
+from sa_redis_ids.forksafe import ForkSafe, renew_client_locks
 from sa_redis_ids.observe import Observer
 from sa_redis_ids.redis.capabilities import Capabilities, probe, probe_async
 from sa_redis_ids.redis.connect import (
@@ -219,7 +220,7 @@ class RedisClock:
         return time.monotonic() + shift * 0.001 if shift else time.monotonic()
 
 
-class Node:
+class Node(ForkSafe):
     """One independent Redis deployment (a server, a Sentinel service or a whole cluster) and its
     position in the set.
 
@@ -291,6 +292,13 @@ class Node:
         self._watch = MasterWatch.of(client)
         """For a Sentinel client: after a failed call, ask the Sentinels whether the master moved
         and close the connections to the old one ([`sa_redis_ids.redis.switchover`][sa_redis_ids.redis.switchover])."""
+        self.watch_forks()
+
+    def after_fork_in_child(self) -> None:
+        """A forked child renews the node's locks and its client's pool locks: a thread of the
+        parent may have held one (a first use probing the server, a connection being made)."""
+        self._lock = threading.Lock()
+        renew_client_locks(self.client)
 
     @property
     def name(self) -> str:
@@ -578,7 +586,7 @@ class Node:
         return f"Node({self.name!r}, index={self.index}, count={self.count})"
 
 
-class NodeSet:
+class NodeSet(ForkSafe):
     """The nodes of a [`RedisIds`][sa_redis_ids.RedisIds], with round-robin rotation and failover."""
 
     def __init__(
@@ -625,6 +633,10 @@ class NodeSet:
         self.observer: Observer | None = None
         """Where calls and node errors are reported when metrics are enabled (see
         `sa_redis_ids.metrics`); None (the default) costs one check per call."""
+        self.watch_forks()
+
+    def after_fork_in_child(self) -> None:
+        self._transitions = threading.Lock()
 
     def __len__(self) -> int:
         return len(self.nodes)

@@ -1,0 +1,164 @@
+"""A fork at any moment of any background activity never hangs the child.
+
+Each round builds a fresh `RedisIds` on the real Redis (so its first use of the node, the probe
+of the server and redis-py's first connections happen during the round) and starts everything the
+library runs in the background at once: the metrics refresh thread (reading a short-ID pool from
+Redis every few milliseconds), the maintenance job (APScheduler's thread, plus a thread running it
+back to back), a buffered generator refilled by prefetch threads, and callers sharing the calls of
+an unbuffered one. After a random delay (0 to 25 ms: the first calls, or the steady state) the
+test thread forks; the child draws from every generator and must answer within ``DEADLINE``
+seconds (a child that hangs prints its stacks and exits). The parent's and the child's values must all differ.
+
+The seeds are fixed (CI replays the same schedules); ``SA_REDIS_IDS_FORK_SEEDS=1,2,…`` runs others.
+A failure names its seed and round.
+"""
+
+from __future__ import annotations
+
+import faulthandler
+import json
+import os
+import random
+import threading
+import time
+import traceback
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+import redis
+from prometheus_client import CollectorRegistry
+
+from sa_redis_ids import Buffering, RedisIds
+from sa_redis_ids.metrics import enable_prometheus
+from tests.support.services import REDIS_URL
+
+pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+
+SEEDS = [int(s) for s in os.environ.get("SA_REDIS_IDS_FORK_SEEDS", "11,23,37").split(",")]
+ROUNDS = 12
+"""Forks per seed."""
+DEADLINE = 15
+"""Seconds a child has to draw from every generator (it needs milliseconds; a hang never ends)."""
+CHILD_DRAWS = 3
+
+
+@dataclass
+class Round:
+    """One instance with every background activity running, and what its threads drew."""
+
+    ids: RedisIds
+    generators: dict[str, Any]
+    drawn: dict[str, list[Any]] = field(default_factory=dict)
+    stop: threading.Event = field(default_factory=threading.Event)
+    threads: list[threading.Thread] = field(default_factory=list)
+    errors: list[BaseException] = field(default_factory=list)
+
+    def loop(self, name: str, step: Callable[[], Any]) -> None:
+        def run() -> None:
+            try:
+                while not self.stop.is_set():
+                    step()
+            except BaseException as exc:  # reported by the test, never swallowed
+                self.errors.append(exc)
+
+        thread = threading.Thread(target=run, name=f"fork-test {name}", daemon=True)
+        self.threads.append(thread)
+        thread.start()
+
+    def draw_loop(self, namespace: str) -> None:
+        generator = self.generators[namespace]
+        found = self.drawn.setdefault(namespace, [])
+        self.loop(namespace, lambda: found.append(generator.next_id()))
+
+
+def start_round(prefix: str, monkeypatch: pytest.MonkeyPatch, metrics_dir: str) -> Round:
+    ids = RedisIds.from_url(REDIS_URL, prefix=prefix)
+    generators = {
+        "buffered": ids.sequence("buffered", block=Buffering(8, max_block=8)),
+        "shared": ids.sequence("shared"),
+        "codes": ids.daily_code("codes", code_prefix="F", digits=6),
+        "short": ids.short_id("short", pool_size=1_000_000, offset=1_000_000),
+    }
+    with monkeypatch.context() as env:  # multiprocess mode: this sink refreshes in a thread
+        env.setenv("PROMETHEUS_MULTIPROC_DIR", metrics_dir)
+        enable_prometheus(ids, CollectorRegistry(), refresh_seconds=0.002)
+    state = Round(ids, generators)
+    job = ids.maintenance()
+    job.start(run_now=True)  # APScheduler's thread, and a run at once
+    state.loop("maintenance", job.run_once)
+    state.draw_loop("buffered")
+    state.draw_loop("buffered")  # two callers: prefetch threads refill while both draw
+    for _ in range(3):
+        state.draw_loop("shared")  # callers that queue share one call
+    state.draw_loop("codes")
+    state.draw_loop("short")
+    return state
+
+
+def end_round(state: Round) -> None:
+    state.stop.set()
+    for thread in state.threads:
+        thread.join()
+    state.ids.close()
+    assert not state.errors, state.errors
+
+
+def fork_and_draw(state: Round) -> tuple[int, dict[str, list[Any]]]:
+    """Fork now; the child draws ``CHILD_DRAWS`` values of each generator and reports them.
+    Returns the child's exit status (0: it drew everything) and its values."""
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: only this thread runs here
+        try:
+            os.close(read)
+            faulthandler.dump_traceback_later(DEADLINE, exit=True)  # a hang: stacks, exit 1
+            found = {
+                name: [generator.next_id() for _ in range(CHILD_DRAWS)]
+                for name, generator in state.generators.items()
+            }
+            os.write(write, json.dumps(found).encode())
+            os._exit(0)
+        except BaseException:
+            traceback.print_exc()
+            os._exit(3)
+    os.close(write)
+    with os.fdopen(read, "rb") as pipe:
+        body = pipe.read()  # ends when the child exits (a hung one exits after DEADLINE)
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status), json.loads(body) if body else {}
+
+
+@pytest.fixture
+def prefix(real_redis: redis.Redis) -> Iterator[str]:
+    name = f"fork{uuid.uuid4().hex[:10]}"
+    yield name
+    for key in real_redis.scan_iter(match=f"{name}*"):
+        real_redis.delete(key)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_a_child_forked_at_random_moments_of_every_background_activity_draws_unique_values(
+    seed: int, prefix: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+) -> None:
+    rng = random.Random(seed)
+    for round_ in range(ROUNDS):
+        # keys of its own: the maintenance lease of the round before is not waited for
+        state = start_round(f"{prefix}r{round_}", monkeypatch, str(tmp_path))
+        try:
+            time.sleep(rng.uniform(0.0, 0.025))
+            status, child = fork_and_draw(state)
+        finally:
+            end_round(state)
+        where = f"seed {seed}, round {round_}"
+        assert status == 0, f"{where}: the child " + (
+            f"hung (no answer within {DEADLINE} s; its stacks are on stderr)"
+            if status == 1
+            else f"raised (exit status {status}; its traceback is on stderr)"
+        )
+        for name in state.generators:
+            found = child[name] + state.drawn.get(name, [])
+            assert len(child[name]) == CHILD_DRAWS
+            assert len(set(found)) == len(found), f"{where}: {name} issued a value twice"
