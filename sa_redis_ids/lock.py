@@ -331,7 +331,9 @@ class Redlock:
         """Take the lock, retrying until ``timeout`` (default: the lock's); return ``self``.
 
         ``timeout=0`` makes a single attempt. Raises [`LockNotAcquired`][sa_redis_ids.LockNotAcquired] (with each node's
-        error from the last attempt) when no attempt won a majority with validity left.
+        error from the last attempt) when no attempt won a majority with validity left, and at
+        once the [`ConfigError`][sa_redis_ids.ConfigError] of a node that refused the attempt
+        (a permission, the password, TLS) when it failed.
         """
         self._refuse_asyncio("acquire()")
         return run_plan(self.acquire_plan(timeout=timeout))
@@ -415,6 +417,9 @@ class Redlock:
                 self.valid_until = attempt.end + attempt.validity
                 return self
             yield from self._unlock_plan(token, level=logging.DEBUG)
+            refused = next((e for e in attempt.errors.values() if isinstance(e, ConfigError)), None)
+            if refused is not None:  # a permission, a password, TLS: retrying cannot help
+                raise refused
             left = deadline - self._clock()
             if left <= 0:
                 raise LockNotAcquired(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+from typing import Any
 
 from sa_redis_ids.errors import ConfigError
 from sa_redis_ids.generators.base import MAX_BATCH
@@ -27,6 +28,39 @@ def add_redis_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--prefix", default=DEFAULT_PREFIX, help="key prefix (default: %(default)s)"
     )
+    tls = parser.add_argument_group("TLS (with a rediss:// URL)")
+    tls.add_argument(
+        "--tls-ca-cert",
+        metavar="FILE",
+        help="PEM file of the certificate authority that signed the server's certificate "
+        "(default: the system's)",
+    )
+    tls.add_argument(
+        "--tls-cert", metavar="FILE", help="PEM file of this client's certificate (mutual TLS)"
+    )
+    tls.add_argument("--tls-key", metavar="FILE", help="PEM file of the private key of --tls-cert")
+
+
+TLS_OPTIONS = {"tls_ca_cert": "ssl_ca_certs", "tls_cert": "ssl_certfile", "tls_key": "ssl_keyfile"}
+"""Each TLS option of the command line and the redis-py client option it sets."""
+
+
+def tls_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The redis-py client options (``ssl_ca_certs`` …) the TLS options name; they need a
+    ``rediss://`` URL (a ``redis://`` one would silently connect without TLS)."""
+    found = {
+        option: getattr(args, name)
+        for name, option in TLS_OPTIONS.items()
+        if getattr(args, name, None) is not None
+    }
+    if found and any(not url.startswith("rediss://") for url in redis_urls(args)):
+        flags = ", ".join(
+            "--" + name.replace("_", "-") for name in TLS_OPTIONS if getattr(args, name, None)
+        )
+        raise UsageError(f"{flags} need rediss:// URLs (TLS); a redis:// URL connects without TLS")
+    if getattr(args, "tls_key", None) and not getattr(args, "tls_cert", None):
+        raise UsageError("--tls-key is the key of --tls-cert: give both")
+    return found
 
 
 def add_db_option(parser: argparse.ArgumentParser, default: str) -> None:
@@ -86,10 +120,11 @@ def redis_ids_from(args: argparse.Namespace) -> RedisIds:
             )
         return RedisIds.embedded(prefix=args.prefix)
     urls = redis_urls(args)
+    tls = tls_options(args)
     if len(urls) > 1:
-        return RedisIds.from_urls(urls, prefix=args.prefix)
+        return RedisIds.from_urls(urls, prefix=args.prefix, **tls)
     if urls:
-        return RedisIds.from_url(urls[0], prefix=args.prefix, cluster=args.cluster)
+        return RedisIds.from_url(urls[0], prefix=args.prefix, cluster=args.cluster, **tls)
     return RedisIds.embedded(prefix=args.prefix)
 
 

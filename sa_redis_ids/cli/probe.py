@@ -19,7 +19,9 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from sa_redis_ids.cli.options import redis_urls
+import redis
+
+from sa_redis_ids.cli.options import redis_urls, tls_options
 from sa_redis_ids.generators.daily_code import DailyCodeGenerator
 from sa_redis_ids.generators.day_counter import DatedGenerator
 from sa_redis_ids.generators.day_window import label_day
@@ -31,6 +33,7 @@ from sa_redis_ids.keys import KeySpace, validate_namespace, validate_prefix
 from sa_redis_ids.redis.capabilities import probe
 from sa_redis_ids.redis.connect import client_from_url, embedded_client
 from sa_redis_ids.redis.nodes import describe_client
+from sa_redis_ids.redis.refusals import refusal_of
 from sa_redis_ids.redis.scripts import reply_text
 
 CLAIM_SUFFIX = ":node"
@@ -76,11 +79,12 @@ def targets(args: argparse.Namespace) -> list[Target]:
     urls = redis_urls(args)
     if not urls:
         return [Target(0, "embedded", client=embedded_client())]
+    tls = tls_options(args)
     found: list[Target] = []
     for index, url in enumerate(urls):
         target = Target(index, hide_password(url), cluster=bool(args.cluster))
         try:
-            target.client = client_from_url(url, cluster=bool(args.cluster))
+            target.client = client_from_url(url, cluster=bool(args.cluster), **tls)
         except Exception as exc:  # an unreachable cluster fails here; a bad URL too
             target.error = one_line(exc)
         found.append(target)
@@ -95,13 +99,16 @@ def close(found: list[Target]) -> None:
 
 
 def ping(target: Target) -> bool:
-    """Whether the node answers; its error is kept otherwise."""
+    """Whether the node answers; its error is kept otherwise (a refusal, such as a wrong
+    password, says what to fix). A ``PING`` the ACL user may not send is an answer too."""
     if target.client is None:
         return False
     try:
         target.client.ping()
+    except redis.ResponseError:  # PING denied (NOPERM): the node did answer
+        return True
     except Exception as exc:
-        target.error = one_line(exc)
+        target.error = one_line(refusal_of(exc) or exc)
         return False
     return True
 
@@ -214,8 +221,10 @@ def read_server(address: str, client: Any) -> Server:
     server = Server(address)
     try:
         client.ping()
+    except redis.ResponseError as exc:  # PING denied (NOPERM): the server did answer
+        server.notes.append(f"PING: {one_line(exc)}")
     except Exception as exc:
-        server.reachable, server.error = False, one_line(exc)
+        server.reachable, server.error = False, one_line(refusal_of(exc) or exc)
         return server
     try:
         found = probe(client, address)

@@ -20,8 +20,12 @@ from typing import Any
 from sa_redis_ids.cli import probe
 from sa_redis_ids.cli.options import add_redis_options
 from sa_redis_ids.cli.output import add_json_option, print_json
+from sa_redis_ids.errors import ConfigError
 from sa_redis_ids.keys import validate_namespace
 from sa_redis_ids.redis.scripts import reply_text
+
+REFUSED = f"{ConfigError.__name__}: "
+"""How the error of a node that refused the command's user begins (see `probe.ping`)."""
 
 JSON_KEYS = (
     "prefix, ok (every node answered), nodes [{index, name, url, reachable, error, servers "
@@ -279,11 +283,17 @@ def run(args: argparse.Namespace) -> int:
     else:
         print(render(report), flush=True)
     if not report["ok"]:
-        down = [str(node["index"]) for node in report["nodes"] if not node["reachable"]]
-        print(
-            f"sa-redis-ids: error: {len(down)} of {len(report['nodes'])} nodes did not answer "
-            f"(node {', '.join(down)})",
-            file=sys.stderr,
-        )
+        nodes = report["nodes"]
+        down = [node for node in nodes if not node["reachable"]]
+        refused = [node for node in down if str(node["error"]).startswith(REFUSED)]
+        for node in refused:  # a password, a permission, TLS: what to fix
+            print(f"sa-redis-ids: error: node {node['index']}: {node['error']}", file=sys.stderr)
+        silent = [str(node["index"]) for node in down if node not in refused]
+        if silent:
+            print(
+                f"sa-redis-ids: error: {len(silent)} of {len(nodes)} nodes did not answer "
+                f"(node {', '.join(silent)})",
+                file=sys.stderr,
+            )
         return 1
     return 0

@@ -20,6 +20,7 @@ from redis.retry import Retry
 from redis.sentinel import Sentinel
 
 from sa_redis_ids.errors import ConfigError, RedisUnavailable
+from sa_redis_ids.redis.refusals import refusal_of
 from sa_redis_ids.validation import check_bool, check_redis_url, check_seconds
 
 DEFAULT_CONNECT_TIMEOUT = 1.0
@@ -94,12 +95,16 @@ def no_retries(asynchronous: bool = False) -> Any:
 
 def _cluster_from_url(url: str, options: dict[str, Any]) -> Any:
     """A ``RedisCluster``; redis-py asks a node for the slot map at once, so a cluster that cannot
-    be reached raises [`RedisUnavailable`][sa_redis_ids.RedisUnavailable] here and one that is not a cluster ``ConfigError``."""
+    be reached raises [`RedisUnavailable`][sa_redis_ids.RedisUnavailable] here, and one that is not a cluster, or refuses the
+    library's user (``CLUSTER SLOTS``, ``COMMAND``, the password, TLS), ``ConfigError``."""
     try:
         return RedisCluster.from_url(url, **options)
     except (RedisClusterException, redis.RedisError) as exc:
         cause = exc.__cause__ or exc
         where = f"cluster@{url.partition('://')[2].rpartition('@')[2]}"  # without the password
+        refusal = refusal_of(exc, node=where)
+        if refusal is not None:
+            raise refusal from exc
         if isinstance(cause, (redis.ConnectionError, redis.TimeoutError, OSError)):
             raise RedisUnavailable(
                 f"no node of the Redis Cluster could be reached: {exc}", node=where

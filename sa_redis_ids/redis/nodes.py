@@ -41,6 +41,7 @@ from redis.exceptions import (
     MaxConnectionsError,
     OutOfMemoryError,
     ReadOnlyError,
+    RedisClusterException,
     SlotNotCoveredError,
     TryAgainError,
 )
@@ -67,6 +68,7 @@ from sa_redis_ids.redis.connect import (
 from sa_redis_ids.redis.eviction import logger, risk_of
 from sa_redis_ids.redis.fastlane import AsyncLane, FastLane
 from sa_redis_ids.redis.plans import Commands, Plan, now, run_plan
+from sa_redis_ids.redis.refusals import refusal_of
 from sa_redis_ids.redis.replication import (
     DEFAULT_REPLICA_TIMEOUT,
     check_replica_options,
@@ -158,6 +160,11 @@ def is_pool_limit(error: BaseException) -> bool:
     return isinstance(error, MaxConnectionsError) or (
         type(error) is redis.ConnectionError and str(error) == POOL_WAIT_TIMED_OUT
     )
+
+
+#: What a call's error may be when the server refused the library's user (a permission, its
+#: password, a TLS certificate): see `sa_redis_ids.redis.refusals`.
+REFUSABLE: tuple[type[BaseException], ...] = (redis.RedisError, RedisClusterException)
 
 
 def describe_client(client: Any) -> str:
@@ -331,17 +338,37 @@ class Node(ForkSafe):
         reply that fewer than ``replicas`` replicas acknowledged raises
         [`ReplicasNotAcknowledged`][sa_redis_ids.ReplicasNotAcknowledged] (its values are never
         handed out). On a Sentinel client a failure that may mean a switch-over asks the Sentinels
-        where the master is now.
+        where the master is now. A refusal of the server (a permission, the password, TLS)
+        raises [`ConfigError`][sa_redis_ids.ConfigError] naming what to grant or fix
+        (`sa_redis_ids.redis.refusals`).
         """
         watch = self._watch
-        if watch is None:
-            return self._run(name, keys, args)
         try:
-            return self._run(name, keys, args)
-        except BaseException as exc:
-            if master_may_have_moved(exc):
-                watch.recheck()
-            raise
+            if watch is None:
+                return self._run(name, keys, args)
+            try:
+                return self._run(name, keys, args)
+            except BaseException as exc:
+                if master_may_have_moved(exc):
+                    watch.recheck()
+                raise
+        except REFUSABLE as exc:
+            refusal = self._refusal_of(exc, name, keys)
+            if refusal is None:
+                raise
+            raise refusal from exc
+
+    def _refusal_of(self, exc: BaseException, name: str, keys: Sequence[Any]) -> ConfigError | None:
+        """The `ConfigError` that ``exc``, raised by script ``name``'s call, stands for."""
+        key = keys[0] if keys else None
+        return refusal_of(
+            exc,
+            script=name,
+            source=script_source(name, self.clock.shift_ms),
+            key=key,
+            namespace=None if key is None else _hash_tag(key),
+            node=self.name,
+        )
 
     def _run(self, name: str, keys: Sequence[Any], args: Sequence[Any]) -> Any:
         if not self._checked:
@@ -417,14 +444,20 @@ class Node(ForkSafe):
     async def run_async(self, name: str, keys: Sequence[Any], args: Sequence[Any]) -> Any:
         """`run` on a ``redis.asyncio`` client."""
         watch = self._watch
-        if watch is None:
-            return await self._run_async(name, keys, args)
         try:
-            return await self._run_async(name, keys, args)
-        except BaseException as exc:
-            if master_may_have_moved(exc):
-                await watch.recheck_async()
-            raise
+            if watch is None:
+                return await self._run_async(name, keys, args)
+            try:
+                return await self._run_async(name, keys, args)
+            except BaseException as exc:
+                if master_may_have_moved(exc):
+                    await watch.recheck_async()
+                raise
+        except REFUSABLE as exc:
+            refusal = self._refusal_of(exc, name, keys)
+            if refusal is None:
+                raise
+            raise refusal from exc
 
     async def _run_async(self, name: str, keys: Sequence[Any], args: Sequence[Any]) -> Any:
         if not self._checked:
@@ -750,6 +783,8 @@ class NodeSet(ForkSafe):
 
         Connection failures and the answers of a node in the middle of a failover become
         [`RedisUnavailable`][sa_redis_ids.RedisUnavailable] and mark the node down for ``retry_after`` seconds.
+        A refusal (a permission, the password, TLS) is a [`ConfigError`][sa_redis_ids.ConfigError]
+        instead: the node is not marked down, and no other node is tried.
         """
         try:
             result = yield from action(node)
@@ -759,6 +794,9 @@ class NodeSet(ForkSafe):
         except SaRedisIdsError:
             raise
         except NODE_DOWN_ERRORS as exc:
+            refusal = refusal_of(exc, namespace=namespace, node=node.name)
+            if refusal is not None:  # a wrong password, a TLS certificate: not an outage
+                raise refusal from exc
             if is_pool_limit(exc):  # a local limit: the node is fine
                 raise ConnectionPoolFull(
                     f"every connection of the client's pool is in use: {exc}",
@@ -769,6 +807,9 @@ class NodeSet(ForkSafe):
         except redis.ResponseError as exc:
             if is_unavailable_reply(exc):
                 raise self._unavailable(node, namespace, exc) from exc
+            refusal = refusal_of(exc, namespace=namespace, node=node.name)
+            if refusal is not None:  # NOPERM: a command or key the ACL user lacks
+                raise refusal from exc
             if DB_OUT_OF_RANGE in str(exc):
                 raise ConfigError(
                     f"the database index of the Redis URL is more than the server has ({exc}): "

@@ -1,0 +1,396 @@
+"""The library as a Redis ACL user with exactly the grant the operating page documents.
+
+The ACL lines are read from the page ("ACL and managed Redis") and run as written, with the
+substitutions the page asks of a reader: a user name and password of one's own, and one's key
+prefix. Every strategy, the ORM, the lock, maintenance and the command line then run as that
+user on a real Redis, a Valkey server and the real Cluster. Refusals are configuration errors
+that name what to grant or fix: the natural least-privilege grant (no ``+time``), a key prefix
+outside the user's pattern, a wrong password, a cluster user without ``cluster|slots``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import secrets
+import shlex
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+from sqlalchemy import BigInteger, String, create_engine, select
+from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
+
+from sa_redis_ids import ConfigError, RedisIds, Redlock, redis_id
+from sa_redis_ids.asyncio import AsyncRedisIds
+from sa_redis_ids.cli import main
+from sa_redis_ids.redis.refusals import GRANT, script_commands
+from sa_redis_ids.redis.scripts import INCLUDE
+from tests.support.services import REDIS_URL
+
+ROOT = Path(__file__).resolve().parent.parent
+PAGE = ROOT / "docs" / "operating-redis.md"
+PASSWORD = "test-" + secrets.token_hex(8)
+
+
+def documented_lines() -> list[list[str]]:
+    """The ``ACL SETUSER`` lines of the page's "ACL and managed Redis" section, split as a shell
+    would (the base grant first, then the additions for features)."""
+    text = PAGE.read_text(encoding="utf-8")
+    section = text.split("## ACL and managed Redis\n", 1)[1].split("\n## ", 1)[0]
+    blocks = re.findall(r"```text\n(.*?)```", section, re.S)
+    lines = [line for block in blocks for line in block.splitlines()]
+    found = [shlex.split(line) for line in lines if line.startswith("ACL SETUSER ")]
+    assert len(found) >= 3, "the page lost its ACL lines"
+    return found
+
+
+def documented(first_rule: str | None = None) -> list[str]:
+    """The rules of the documented line whose first rule is ``first_rule`` (None: the base
+    grant), after ``ACL SETUSER <user>``."""
+    lines = documented_lines()
+    if first_rule is None:
+        return lines[0][3:]
+    return next(line[3:] for line in lines[1:] if line[3] == first_rule)
+
+
+@dataclass
+class AclTarget:
+    """A real Redis deployment with an ACL user of this test (deleted afterwards)."""
+
+    name: str
+    admins: list[redis.Redis]
+    """A client per server with every permission (the cluster: one per node)."""
+    address: str
+    """``host:port/db`` (a cluster: one node's ``host:port``)."""
+    prefix: str = field(default_factory=lambda: "acl" + secrets.token_hex(5))
+    user: str = field(default_factory=lambda: "ids_test_" + secrets.token_hex(5))
+
+    @property
+    def cluster(self) -> bool:
+        return self.name == "cluster"
+
+    def url(self, password: str = PASSWORD) -> str:
+        return f"redis://{self.user}:{password}@{self.address}"
+
+    def grant(self, rules: list[str]) -> None:
+        """``ACL SETUSER`` the test's user with ``rules``, rewritten as the page asks a reader:
+        the page's user name, password and key prefix become the test's."""
+        own = [
+            f">{PASSWORD}"
+            if rule.startswith(">")
+            else f"~{self.prefix}:*"
+            if rule == "~sa_redis_ids:*"
+            else rule
+            for rule in rules
+        ]
+        for admin in self.admins:
+            admin.execute_command("ACL", "SETUSER", self.user, *own)
+
+    def grant_documented(self, *features: str) -> None:
+        """The page's base grant, its Cluster line on a cluster, and the lines of ``features``
+        (their first rules: ``+wait``)."""
+        self.grant(documented())
+        for first in [*features, *(["+cluster|slots"] if self.cluster else [])]:
+            self.grant(documented(first))
+
+    def ids(self, **options: Any) -> RedisIds:
+        return RedisIds.from_url(self.url(), prefix=self.prefix, cluster=self.cluster, **options)
+
+    def cli(self, *args: str) -> list[str]:
+        """Command-line arguments naming this target as the test's user."""
+        return [
+            *args,
+            "--redis-url",
+            self.url(),
+            "--prefix",
+            self.prefix,
+            *(["--cluster"] if self.cluster else []),
+        ]
+
+    def cleanup(self) -> None:
+        for admin in self.admins:
+            admin.execute_command("ACL", "DELUSER", self.user)
+            for key in admin.scan_iter(match=f"{self.prefix}:*"):
+                admin.delete(key)
+
+
+def _target(request: pytest.FixtureRequest, name: str) -> Iterator[AclTarget]:
+    if name == "redis":
+        request.getfixturevalue("real_redis")  # skips (or fails) without the server
+        address = REDIS_URL.partition("://")[2]
+        admins = [redis.Redis.from_url(REDIS_URL, socket_timeout=5)]
+    elif name == "valkey":
+        server = request.getfixturevalue("valkey_process")
+        address, admins = f"127.0.0.1:{server.port}/0", [server.client()]
+    else:
+        cluster = request.getfixturevalue("redis_cluster")
+        address = f"127.0.0.1:{cluster.servers[0].port}"
+        admins = [server.client() for server in cluster.servers]
+    target = AclTarget(name, admins, address)
+    try:
+        yield target
+    finally:
+        target.cleanup()
+        for admin in admins:
+            admin.close()
+
+
+@pytest.fixture(params=["redis", "valkey", "cluster"])
+def acl_target(request: pytest.FixtureRequest) -> Iterator[AclTarget]:
+    yield from _target(request, request.param)
+
+
+@pytest.fixture
+def redis_target(request: pytest.FixtureRequest) -> Iterator[AclTarget]:
+    yield from _target(request, "redis")
+
+
+@pytest.fixture
+def cluster_target(request: pytest.FixtureRequest) -> Iterator[AclTarget]:
+    yield from _target(request, "cluster")
+
+
+FACTORIES: dict[str, Callable[[RedisIds], Any]] = {
+    "sequence": lambda ids: ids.sequence("acl_seq"),
+    "date_prefixed": lambda ids: ids.date_prefixed("acl_dp"),
+    "snowflake": lambda ids: ids.snowflake("acl_sf"),
+    "short_id": lambda ids: ids.short_id("acl_short", pool_size=100_000),
+    "daily_code": lambda ids: ids.daily_code("acl_dc", code_prefix="AC", digits=6),
+}
+NEEDS_TIME = {"date_prefixed", "snowflake", "daily_code"}
+
+
+# -- the documented grant --------------------------------------------------------------------
+
+
+def test_the_page_documents_the_grant_the_errors_name() -> None:
+    rules = documented()
+    assert rules[:3] == ["reset", "on", ">change-me"]
+    assert rules[3:] == GRANT.format(prefix="sa_redis_ids").split()
+    assert documented("+wait") == ["+wait"]
+    assert documented("+cluster|slots") == ["+cluster|slots", "+command"]
+
+
+def test_every_strategy_the_lock_and_maintenance_work_with_the_documented_grant(
+    acl_target: AclTarget,
+) -> None:
+    acl_target.grant_documented()
+    ids = acl_target.ids(strict=True)  # strict: nothing the library relies on is missing
+    try:
+        for name, make in FACTORIES.items():
+            generator = make(ids)
+            values = [generator.next_id(), *generator.next_ids(50)]
+            assert len(set(values)) == 51, name
+        with ids.lock("acl-lock", timeout=2) as lease:
+            assert lease.fencing_token >= 1
+        summary = ids.maintenance().run_once()
+        assert not summary.errors, summary.errors
+    finally:
+        ids.close()
+
+
+def test_the_orm_inserts_with_the_documented_grant(acl_target: AclTarget, tmp_path: Path) -> None:
+    acl_target.grant_documented()
+    ids = acl_target.ids()
+    orders = ids.snowflake("acl_orders")
+    codes = ids.daily_code("acl_codes", code_prefix="OR", digits=6)
+
+    class Base(DeclarativeBase):
+        pass
+
+    class Order(Base):
+        __tablename__ = "orders"
+        id: Mapped[int] = mapped_column(
+            BigInteger, primary_key=True, autoincrement=False, default=redis_id(orders)
+        )
+        code: Mapped[str] = mapped_column(String(20), default=redis_id(codes))
+
+    engine = create_engine(f"sqlite:///{tmp_path / 'orm.db'}")
+    Base.metadata.create_all(engine)
+    try:
+        with Session(engine) as session:
+            session.add_all([Order() for _ in range(30)])
+            session.commit()
+            rows = session.execute(select(Order.id, Order.code)).all()
+        assert len({row.id for row in rows}) == len({row.code for row in rows}) == 30
+    finally:
+        engine.dispose()
+        ids.close()
+
+
+def test_the_command_line_works_with_the_documented_grant(
+    acl_target: AclTarget, capsys: pytest.CaptureFixture[str]
+) -> None:
+    acl_target.grant_documented()
+    code = ["--strategy", "daily_code", "--code-prefix", "CL"]
+    assert main(acl_target.cli("next", "acl_cli", *code, "-n", "3", "--new")) == 0
+    assert main(acl_target.cli("next", "acl_cli", "-n", "2")) == 0
+    assert main(acl_target.cli("status")) == 0
+    assert main(acl_target.cli("claims", "show", "acl_cli")) == 0
+    assert main(acl_target.cli("maintain", "--once", "--daily-code", "acl_cli")) == 0
+    captured = capsys.readouterr()
+    assert len(set(re.findall(r"CL\d{12}", captured.out))) >= 5, captured.out
+    assert "acl_cli" in captured.out
+    assert "error" not in captured.err, captured.err
+
+
+def test_replicas_need_the_documented_wait_rule(redis_target: AclTarget) -> None:
+    redis_target.grant_documented()
+    with pytest.raises(ConfigError, match=r"\+wait"):
+        redis_target.ids(replicas=1, replica_timeout=0.05).sequence("acl_wait").next_id()
+    redis_target.grant_documented("+wait")
+    ids = redis_target.ids(replicas=1, replica_timeout=0.05)
+    try:
+        # WAIT is allowed now; this server has no replica to acknowledge the write
+        with pytest.raises(Exception, match="acknowledged") as raised:
+            ids.sequence("acl_wait").next_id()
+        assert not isinstance(raised.value, ConfigError)
+    finally:
+        ids.close()
+
+
+# -- refusals that name what to grant -----------------------------------------------------------
+
+NATURAL = [
+    *["reset", "on", f">{PASSWORD}", "~sa_redis_ids:*"],
+    *["+@read", "+@write", "+@scripting", "+@transaction", "-@dangerous"],
+]
+"""The grant a cautious operator writes first: no ``+time`` (nor ``INFO``, ``CONFIG``)."""
+
+
+def test_the_natural_least_privilege_grant_names_time(
+    acl_target: AclTarget, caplog: pytest.LogCaptureFixture
+) -> None:
+    acl_target.grant(NATURAL + (documented("+cluster|slots") if acl_target.cluster else []))
+    ids = acl_target.ids()
+    try:
+        for name, make in FACTORIES.items():
+            generator = make(ids)
+            if name not in NEEDS_TIME:
+                assert len(set(generator.next_ids(20))) == 20
+                continue
+            with pytest.raises(ConfigError) as raised:
+                generator.next_id()
+            message = str(raised.value)
+            assert "the TIME command" in message and "grant +time" in message, message
+            assert "ACL and managed Redis" in message
+        assert all(node.down_until == 0.0 for node in ids.nodes.nodes)  # not an outage
+    finally:
+        ids.close()
+
+
+def test_a_key_prefix_outside_the_users_pattern_names_prefix(acl_target: AclTarget) -> None:
+    acl_target.grant_documented()
+    ids = RedisIds.from_url(
+        acl_target.url(), prefix="elsewhere", cluster=acl_target.cluster, strict=False
+    )
+    try:
+        with pytest.raises(ConfigError) as raised:
+            ids.sequence("acl_keys").next_id()
+        message = str(raised.value)
+        assert "prefix='elsewhere'" in message and "~elsewhere:*" in message, message
+        assert ids.nodes.nodes[0].down_until == 0.0
+    finally:
+        ids.close()
+
+
+def test_a_cluster_user_without_cluster_slots_is_told_to_grant_it(
+    cluster_target: AclTarget,
+) -> None:
+    cluster_target.grant(documented())  # the base grant alone
+    with pytest.raises(ConfigError) as raised:
+        cluster_target.ids()
+    message = str(raised.value)
+    assert "CLUSTER SLOTS" in message and "+cluster|slots" in message, message
+    assert "Cluster mode is not enabled" not in message
+    cluster_target.grant(["+cluster|slots"])
+    with pytest.raises(ConfigError, match=r"the COMMAND command: grant \+command"):
+        cluster_target.ids()
+
+
+def test_a_wrong_password_is_a_config_error_and_no_outage(
+    redis_target: AclTarget, capsys: pytest.CaptureFixture[str]
+) -> None:
+    redis_target.grant_documented()
+    url = redis_target.url(password="wrong")
+    ids = RedisIds.from_url(url, prefix=redis_target.prefix)
+    try:
+        with pytest.raises(ConfigError, match="refused the credentials"):
+            ids.sequence("acl_auth").next_id()
+        assert ids.nodes.nodes[0].down_until == 0.0
+        sleeps: list[float] = []  # a Redlock that retried would sleep between attempts
+        with pytest.raises(ConfigError, match="refused the credentials"):
+            Redlock(ids.nodes, "acl-auth", timeout=30, sleep=sleeps.append).acquire()
+        assert sleeps == []
+    finally:
+        ids.close()
+
+    async def draw() -> None:
+        aids = AsyncRedisIds.from_url(url, prefix=redis_target.prefix)
+        try:
+            await aids.sequence("acl_auth").next_id()
+        finally:
+            await aids.aclose()
+
+    with pytest.raises(ConfigError, match="refused the credentials"):
+        asyncio.run(draw())
+
+    capsys.readouterr()
+    assert main(["status", "--redis-url", url, "--prefix", redis_target.prefix]) == 1
+    err = capsys.readouterr().err
+    assert "refused the credentials" in err and "did not answer" not in err, err
+
+
+def test_status_does_not_call_a_node_silent_when_only_ping_is_denied(
+    redis_target: AclTarget, capsys: pytest.CaptureFixture[str]
+) -> None:
+    redis_target.grant([rule for rule in documented() if rule != "+ping"] + ["-ping"])
+    assert main(redis_target.cli("status")) == 0
+    captured = capsys.readouterr()
+    assert "did not answer" not in captured.err and "DOWN" not in captured.out, captured
+
+
+def test_client_side_caching_on_a_server_without_it_is_a_config_error(
+    real_redis: redis.Redis,
+) -> None:
+    from redis.cache import CacheConfig
+
+    if tuple(int(part) for part in real_redis.info("server")["redis_version"].split(".")[:2]) >= (
+        7,
+        4,
+    ):
+        pytest.skip("this Redis can cache on the client side")
+    ids = RedisIds.from_url(REDIS_URL, protocol=3, cache_config=CacheConfig())
+    try:
+        with pytest.raises(ConfigError, match="cache_config"):
+            ids.sequence("acl_cache").next_id()
+        assert ids.nodes.nodes[0].down_until == 0.0
+    finally:
+        ids.close()
+
+
+# -- the commands each script calls ----------------------------------------------------------
+
+
+def test_the_commands_of_every_script_are_read_from_the_scripts(real_redis: redis.Redis) -> None:
+    files = sorted((ROOT / "sa_redis_ids" / "lua").glob("*.lua"))
+    included = {
+        line[len(INCLUDE) :].strip()
+        for path in files
+        for line in path.read_text(encoding="utf-8").splitlines()
+        if line.startswith(INCLUDE)
+    }
+    names = [path.stem for path in files if path.stem not in {"common", *included}]
+    found = {name: script_commands(name) for name in names}
+    assert all(found.values()), found
+    for name in ("dated_take", "dated_fast", "snowflake"):
+        assert "TIME" in found[name], (name, found[name])
+    assert "BITFIELD" in found["short_id"]  # a command built in a table for redis.call
+    assert "INFO" not in {command for commands in found.values() for command in commands}
+    every = sorted({command for commands in found.values() for command in commands})
+    known = real_redis.execute_command("COMMAND", "INFO", *every)
+    assert len(known) == len(every) and all(known), dict(zip(every, known, strict=True))
