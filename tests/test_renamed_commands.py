@@ -1,0 +1,172 @@
+"""The library on servers that renamed ``INFO`` and ``CONFIG`` away, as managed services do.
+
+A real ``redis-server`` and a real 3-master Cluster (joined with ``CLUSTER ADDSLOTSRANGE`` and
+``CLUSTER MEET``: ``redis-cli --cluster create`` itself needs ``INFO``), each started by the test
+with ``rename-command INFO ""`` and ``rename-command CONFIG ""``. Every strategy, the asyncio
+front end, the ORM, the lock, maintenance and the command line work there; what the library
+cannot rely on is said once per node (``INFO replication``, and the eviction policy that neither
+``CONFIG GET`` nor ``INFO memory`` tells), and ``strict=True`` refuses the node.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import BigInteger, String, create_engine, select
+from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
+
+from sa_redis_ids import ConfigError, RedisIds, redis_id
+from sa_redis_ids.asyncio import AsyncRedisIds
+from sa_redis_ids.cli import main
+from tests.support.servers import HOST, RedisServer
+
+RENAMED = ["--rename-command", "INFO", "", "--rename-command", "CONFIG", ""]
+
+FACTORIES: dict[str, Callable[[Any], Any]] = {
+    "sequence": lambda ids: ids.sequence("rn_seq"),
+    "date_prefixed": lambda ids: ids.date_prefixed("rn_dp"),
+    "snowflake": lambda ids: ids.snowflake("rn_sf"),
+    "short_id": lambda ids: ids.short_id("rn_short", pool_size=100_000),
+    "daily_code": lambda ids: ids.daily_code("rn_dc", code_prefix="RN", digits=6),
+}
+
+
+class Renamed:
+    """A server, or a cluster of three masters, with ``INFO`` and ``CONFIG`` renamed away."""
+
+    def __init__(self, cluster: bool):
+        self.cluster = cluster
+        directory = Path(tempfile.mkdtemp(prefix="sa_redis_ids_renamed_"))
+        count = 3 if cluster else 1
+        self.servers = [
+            RedisServer(cluster=cluster, directory=directory, args=RENAMED) for _ in range(count)
+        ]
+
+    def start(self) -> Renamed:
+        for server in self.servers:
+            server.start()
+        if self.cluster:
+            bounds = [0, 5461, 10923, 16384]
+            for index, server in enumerate(self.servers):
+                client = server.client()
+                client.execute_command(
+                    "CLUSTER", "ADDSLOTSRANGE", bounds[index], bounds[index + 1] - 1
+                )
+            for server in self.servers[1:]:
+                self.servers[0].client().execute_command("CLUSTER", "MEET", HOST, server.port)
+            deadline = time.monotonic() + 30
+            for server in self.servers:
+                while server.client().cluster("INFO").get("cluster_state") != "ok":
+                    assert time.monotonic() < deadline, "the cluster did not reach state ok"
+                    time.sleep(0.05)
+        return self
+
+    @property
+    def url(self) -> str:
+        return self.servers[0].url
+
+    def cli(self, *args: str) -> list[str]:
+        return [*args, "--redis-url", self.url, *(["--cluster"] if self.cluster else [])]
+
+    def stop(self) -> None:
+        for server in self.servers:
+            server.stop()
+
+
+@pytest.fixture(params=["redis", "cluster"], scope="module")
+def renamed(request: pytest.FixtureRequest) -> Iterator[Renamed]:
+    """Started once per kind for this module, stopped by process id."""
+    found = Renamed(cluster=request.param == "cluster")
+    try:
+        yield found.start()
+    finally:
+        found.stop()
+
+
+def test_every_strategy_the_lock_and_maintenance_work_and_say_what_is_lost(
+    renamed: Renamed, caplog: pytest.LogCaptureFixture
+) -> None:
+    ids = RedisIds.from_url(renamed.url, cluster=renamed.cluster)
+    try:
+        with caplog.at_level(logging.WARNING, logger="sa_redis_ids"):
+            for name, make in FACTORIES.items():
+                generator = make(ids)
+                values = [generator.next_id(), *generator.next_ids(50)]
+                assert len(set(values)) == 51, name
+            with ids.lock("rn-lock", timeout=2) as lease:
+                assert lease.fencing_token >= 1
+            summary = ids.maintenance().run_once()
+        assert not summary.errors, summary.errors
+    finally:
+        ids.close()
+    warnings = [r.getMessage() for r in caplog.records if r.name == "sa_redis_ids"]
+    assert len(warnings) == 2, warnings  # once per node, not once per generator
+    assert "INFO replication" in warnings[0]
+    assert "CONFIG GET maxmemory-policy or INFO memory" in warnings[1]
+    with pytest.raises(ConfigError, match="INFO replication"):
+        RedisIds.from_url(renamed.url, cluster=renamed.cluster, strict=True).sequence(
+            "rn_strict"
+        ).next_id()
+
+
+def test_the_asyncio_front_end_works(renamed: Renamed) -> None:
+    async def draw() -> dict[str, list[int | str]]:
+        ids = AsyncRedisIds.from_url(renamed.url, cluster=renamed.cluster)
+        try:
+            return {name: await make(ids).next_ids(20) for name, make in FACTORIES.items()}
+        finally:
+            await ids.aclose()
+
+    drawn = asyncio.run(draw())
+    assert all(len(set(values)) == 20 for values in drawn.values()), drawn
+
+
+def test_the_orm_inserts(renamed: Renamed, tmp_path: Path) -> None:
+    ids = RedisIds.from_url(renamed.url, cluster=renamed.cluster)
+    orders = ids.snowflake("rn_orders")
+    codes = ids.daily_code("rn_codes", code_prefix="OR", digits=6)
+
+    class Base(DeclarativeBase):
+        pass
+
+    class Order(Base):
+        __tablename__ = "orders"
+        id: Mapped[int] = mapped_column(
+            BigInteger, primary_key=True, autoincrement=False, default=redis_id(orders)
+        )
+        code: Mapped[str] = mapped_column(String(20), default=redis_id(codes))
+
+    engine = create_engine(f"sqlite:///{tmp_path / 'orm.db'}")
+    Base.metadata.create_all(engine)
+    try:
+        with Session(engine) as session:
+            session.add_all([Order() for _ in range(30)])
+            session.commit()
+            rows = session.execute(select(Order.id, Order.code)).all()
+        assert len({row.id for row in rows}) == len({row.code for row in rows}) == 30
+    finally:
+        engine.dispose()
+        ids.close()
+
+
+def test_the_command_line_works_and_status_says_what_is_lost(
+    renamed: Renamed, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = ["--strategy", "daily_code", "--code-prefix", "CL"]
+    assert main(renamed.cli("next", "rn_cli", *code, "-n", "3", "--new")) == 0
+    assert main(renamed.cli("next", "rn_cli", "-n", "2")) == 0
+    assert main(renamed.cli("claims", "show", "rn_cli")) == 0
+    assert main(renamed.cli("maintain", "--once", "--daily-code", "rn_cli")) == 0
+    assert main(renamed.cli("status")) == 0
+    captured = capsys.readouterr()
+    assert len(set(re.findall(r"CL\d{12}", captured.out))) >= 5, captured.out
+    assert "LOST failover_detection" in captured.out and "LOST eviction_check" in captured.out
+    assert "error" not in captured.err, captured.err
