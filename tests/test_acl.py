@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 import redis
+from redis.exceptions import AuthenticationWrongNumberOfArgsError
 from sqlalchemy import BigInteger, String, create_engine, select
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 
@@ -434,3 +435,10 @@ def test_a_scripts_refused_command_is_named_in_every_servers_wording(version: st
     assert refusal is not None
     assert "the TIME command in script 'snowflake': grant +time" in str(refusal)
     assert "~ids:* +@read" in str(refusal)  # the grant, with the key prefix in use
+
+
+def test_a_user_name_for_a_server_without_users_says_to_leave_it_out() -> None:
+    reply = AuthenticationWrongNumberOfArgsError("wrong number of arguments for 'auth' command")
+    refusal = refusal_of(reply, node="old:6379/0")
+    assert refusal is not None and "leave the user name out" in str(refusal)
+    assert refusal_of(redis.ConnectionError("Error 111 connecting")) is None  # down, not refused

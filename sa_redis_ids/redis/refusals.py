@@ -26,7 +26,7 @@ from functools import cache
 from typing import Any
 
 import redis
-from redis.exceptions import RedisClusterException
+from redis.exceptions import AuthenticationWrongNumberOfArgsError, RedisClusterException
 
 from sa_redis_ids.errors import ConfigError
 from sa_redis_ids.redis.scripts import script_source
@@ -173,6 +173,11 @@ def refusal_of(
 def _message(
     error: BaseException, *, script: str | None, source: str | None, key: Any
 ) -> str | None:
+    if isinstance(error, AuthenticationWrongNumberOfArgsError):  # a server older than Redis 6
+        return (
+            f"Redis refused the credentials ({error}): this server takes a password only, no "
+            "user name; leave the user name out of the Redis URL (redis://:password@host:6379/0)"
+        )
     if isinstance(error, redis.AuthenticationError):
         return (
             f"Redis refused the credentials ({error}): check the user name and password of the "
