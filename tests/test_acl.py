@@ -329,6 +329,8 @@ def test_a_cluster_user_without_cluster_slots_is_told_to_grant_it(
     cluster_target.grant(["+cluster|slots"])
     with pytest.raises(ConfigError, match=r"the COMMAND command: grant \+command"):
         cluster_target.ids()
+    with pytest.raises(ConfigError, match="refused the credentials"):
+        RedisIds.from_url(cluster_target.url(password="wrong"), cluster=True)
 
 
 def test_a_wrong_password_is_a_config_error_and_no_outage(
