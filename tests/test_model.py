@@ -139,6 +139,24 @@ def test_a_reserve_after_a_promotion_heals_once_for_the_draws_too() -> None:
     assert not report.failed, report.text()
 
 
+def test_a_counter_recreated_before_the_floor_is_judged_by_the_first_flush() -> None:
+    """After a loss a process's direct draw, before its first flush, re-creates a buffered
+    sequence's counter from 0 (no floor yet, as documented). Its flush then reads the floor, and
+    must not trust that counter merely because it lies above the table: another process still
+    holds a block fetched before the loss (found by the model, seeds 947408923 and 264865134)."""
+    trace = [
+        "world direct",
+        "spawn P1 sync",
+        "spawn P2 sync",
+        "P2 flush beta 9",  # P2 holds the rest of its block (and the next one)
+        "fault flushall",
+        "P1 mix beta 6",  # a direct draw re-creates the counter, the flush reads the floor
+        "P2 draw seqb 70 many",  # from the blocks P2 fetched before the loss
+    ]
+    report = execute(trace)
+    assert not report.failed, report.text()
+
+
 @pytest.mark.xfail(
     strict=True,
     raises=AssertionError,

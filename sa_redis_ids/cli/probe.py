@@ -34,7 +34,7 @@ from sa_redis_ids.redis.capabilities import probe
 from sa_redis_ids.redis.connect import client_from_url, embedded_client
 from sa_redis_ids.redis.nodes import describe_client
 from sa_redis_ids.redis.refusals import refusal_of
-from sa_redis_ids.redis.scripts import reply_text
+from sa_redis_ids.redis.scripts import UNJUDGED, reply_text
 
 CLAIM_SUFFIX = ":node"
 
@@ -273,10 +273,11 @@ def _int(value: Any) -> int | None:
 
 
 def parse_claim(claim: str | None) -> tuple[int, int, str] | None:
-    """``(index, count, config)`` of a recorded claim ``index/count|config``."""
+    """``(index, count, config)`` of a recorded claim ``index/count|config`` (a claim recorded
+    before the floor could be read carries a suffix, see `UNJUDGED`)."""
     if claim is None:
         return None
-    head, sep, config = claim.partition("|")
+    head, sep, config = claim.removesuffix(UNJUDGED).partition("|")
     index, slash, count = head.partition("/")
     if not sep or not slash or not index.isdigit() or not count.isdigit():
         return None

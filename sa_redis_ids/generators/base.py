@@ -27,7 +27,12 @@ from sa_redis_ids.generators.highwater import (
 from sa_redis_ids.keys import KeySpace
 from sa_redis_ids.observe import observed
 from sa_redis_ids.redis.plans import CallFloor, Command, Plan, now, planned, planned_as, run_plan
-from sa_redis_ids.redis.scripts import STATUS_CLAIM_MISMATCH, raise_for_status, reply_text
+from sa_redis_ids.redis.scripts import (
+    STATUS_CLAIM_MISMATCH,
+    UNJUDGED,
+    raise_for_status,
+    reply_text,
+)
 from sa_redis_ids.sharing import Shared
 from sa_redis_ids.validation import check_int_option as check_int_option
 
@@ -275,7 +280,7 @@ class IdGenerator(ABC, Generic[V]):
     def _check_claims(self) -> Plan[None]:
         for node, recorded in (yield from self._recorded_claims()):
             ours = self.claim_for(node)
-            if recorded is not None and recorded != ours:
+            if recorded is not None and recorded not in (ours, ours + UNJUDGED):
                 raise_for_status(
                     STATUS_CLAIM_MISMATCH,
                     [recorded],

@@ -150,6 +150,9 @@ class SequenceGenerator(BufferedGenerator[int]):
         index = node.index
         floor = None
         has_floor = self._floor is not None  # asked once per call: it may ask the ORM
+        # a floor this call cannot read yet (a direct draw before the process's first flush):
+        # a claim it records is recorded unjudged (see ``sequence.lua``)
+        later = b"-" if not has_floor and self.implied_floor is not None else b""
         if has_floor and not high.consulted(index):
             floor = yield from self._floor_counter(node)  # once per process and node
         for _ in range(2):
@@ -181,7 +184,7 @@ class SequenceGenerator(BufferedGenerator[int]):
             guard_text, heal_text, _ = heal_args(
                 guard, self.headroom + high.drift(index, self.drift_most), limit, ask=ask
             )
-            args = [n, seen, limit_text, guard_text, "ask" if ask else heal_text]
+            args = [n, seen, limit_text, guard_text, b"ask" if ask else later + heal_text.encode()]
             if pre is not None:
                 args += [pre, str(taken)]
             reply = yield Run(node, "sequence", keys, args)

@@ -6,11 +6,19 @@
 -- (sa_redis_ids/redis/scripts.py, STATUS_*); an issuing script answers its success as one string
 -- of the payload instead (ok_reply below), which parses faster.
 
+-- The suffix of a node claim recorded by a call that re-created a missing counter knowing
+-- neither a mark nor the floor, although the generator has a floor it could not read yet (a
+-- process's direct draw before its first flush): the counter may stand below values the table
+-- or other processes hold, so the first call that brings the floor judges it (sequence.lua),
+-- and until then no identity marker vouches for the claim (every call takes the full path).
+local UNJUDGED = ' unjudged'
+
 -- Record on first use which node index of how many, and which configuration, this node serves
 -- for a namespace; on later calls return the recorded claim when it differs from ours.
 -- `marker` (optional): the namespace's identity marker, deleted when a claim is recorded. It may
 -- still hold "identity claim" of a claim whose key was deleted or evicted since, and an issuing
 -- script's fast path trusts it in place of the claim key (see claim_and_identity).
+-- A claim recorded as `claim .. UNJUDGED` (see sequence.lua) is ours too.
 local function claim_node(claim_key, claim, marker)
   local recorded = redis.call('GET', claim_key)
   if not recorded then
@@ -20,7 +28,7 @@ local function claim_node(claim_key, claim, marker)
     end
     return nil
   end
-  if recorded ~= claim then
+  if recorded ~= claim and recorded ~= claim .. UNJUDGED then
     return recorded
   end
   return nil

@@ -13,7 +13,13 @@
 --          this process received from the node, or the database's floor
 -- ARGV[5]  heal: the counter a missing or guarded counter is set to (guard + headroom); or "ask":
 --          the generator has a floor not included in this call, so a missing counter, or one
---          below the guard, is reported (status 6) instead of healed
+--          below the guard, is reported (status 6) instead of healed; "-" before the number: the
+--          generator has a floor this caller cannot read yet, so a claim it records is recorded
+--          unjudged (see UNJUDGED in common.lua), and an unjudged claim is left to a caller that
+--          brings the floor. That caller (a number, the floor read, or "ask" first) raises the
+--          counter to at least its heal value, as for a counter missing beside no claim, and
+--          records the claim as judged: silently unless the counter was below the guard, since
+--          a new namespace whose first draw came before its first flush looks the same
 -- ARGV[6]  (optional) pre: a transaction of this process (MULTI, MGET of the marker and the
 --          claim, INCRBY n, EXEC) took n already, from the counter `pre` ("0": missing or 0, or
 --          the claim was missing), and failed its checks; this call judges those values. They
@@ -53,19 +59,35 @@ if not pre and heal ~= 'ask' and redis.call('GET', KEYS[3]) == ARGV[2] then
 end
 --! common
 local seen_id, claim = string.match(ARGV[2], '^(%S*) (.*)$')
+local later = string.sub(heal, 1, 1) == '-'
+if later then
+  heal = string.sub(heal, 2)
+end
 -- The claim, the identity marker and the counter in one read (the claim is checked here).
 local read = redis.call('MGET', KEYS[2], KEYS[3], KEYS[1])
 local recorded, current = read[1], read[3]
 local guard, ask = ARGV[4], heal == 'ask'
+local vouched = claim  -- the claim the identity marker may vouch for
+local judging = false
+if recorded == claim .. UNJUDGED then
+  if later then
+    vouched = recorded
+  else  -- judged now: as a counter whose claim had to be recorded (below)
+    recorded, judging = nil, true
+  end
+end
 if not recorded then
   if ask then  -- read the floor first; record nothing meanwhile (see below)
     return {6, current or ''}
   end
-  redis.call('SET', KEYS[2], claim)
-elseif recorded ~= claim then
+  if later then
+    vouched = claim .. UNJUDGED
+  end
+  redis.call('SET', KEYS[2], vouched)
+elseif recorded ~= claim and recorded ~= vouched then
   return {2, recorded}
 end
-local identity, moved = node_identity_since(KEYS[3], seen_id, read[2], claim)
+local identity, moved = node_identity_since(KEYS[3], seen_id, read[2], vouched)
 -- A transaction's take is never undone here: the counter may stand at the number it left for
 -- another reason (recreated after a flush by others' calls), and an undo would hand out again
 -- what they issued.
@@ -90,6 +112,9 @@ if (not before and (ask or guard ~= '0')) or (before and dec_gt(guard, before)) 
       redis.call('SET', KEYS[1], heal)
     end
     healed = before or '-'
+    if judging and before and not moved and not dec_gt(guard, before) then
+      healed = ''  -- raised as a precaution: nothing says a value was lost
+    end
   end
 elseif pre and recorded and not dec_gt(taken, ARGV[3]) then
   return {0, identity}

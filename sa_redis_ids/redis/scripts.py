@@ -53,6 +53,10 @@ STATUS_DAY_MISSING = 7
 STATUS_LOCK_HELD = 20  # Redlock codes: 20–29
 STATUS_BEFORE_EPOCH = 30  # Snowflake codes: 30–39
 
+UNJUDGED = " unjudged"
+"""The suffix of a node claim recorded by a call that re-created a lost counter before it could
+read the generator's floor (``UNJUDGED`` in ``common.lua``): still this generator's claim."""
+
 
 class OutOfWindow(SaRedisIdsError):
     """Internal: the Redis clock is outside the day window the caller passed; ``now_ms`` says where."""
