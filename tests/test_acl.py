@@ -290,6 +290,16 @@ def test_the_natural_least_privilege_grant_names_time(
         ids.close()
 
 
+def test_the_command_line_says_which_rule_to_grant(
+    redis_target: AclTarget, capsys: pytest.CaptureFixture[str]
+) -> None:
+    redis_target.grant(NATURAL)
+    argv = redis_target.cli("next", "acl_cli_time", "--strategy", "snowflake", "--new")
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "the TIME command" in err and "grant +time" in err, err
+
+
 def test_a_key_prefix_outside_the_users_pattern_names_prefix(acl_target: AclTarget) -> None:
     acl_target.grant_documented()
     ids = RedisIds.from_url(
