@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, ClassVar, TypeVar
 
-from sa_redis_ids.buffering import Buffering
+from sa_redis_ids.buffering import BufferedGenerator, Buffering
 from sa_redis_ids.errors import ConfigError
 from sa_redis_ids.forksafe import ForkSafe
 from sa_redis_ids.generators import builtin as builtin
@@ -54,6 +54,9 @@ every write, so a master Sentinel has replaced cannot hand out values (see there
 
 DAY_LOCK_WAIT_WITH_OTHERS = 1.0
 """Seconds a call waits for another process seeding one node's day when other nodes can answer."""
+
+SETTLE_SECONDS = 5.0
+"""Seconds ``close()`` waits for a buffer's prefetch in flight when no client has a socket timeout."""
 
 
 def check_client(client: object) -> None:
@@ -409,8 +412,8 @@ class RedisIdsBase(ForkSafe):
 
         The schedulers of its maintenance jobs stop (``maintenance().start()``; a job given to an
         application's scheduler is removed from it), and its metrics reports end once what they
-        counted is written (a refresh thread left with no instance to read stops). A buffer's
-        prefetch thread ends with its fetch."""
+        counted is written (a refresh thread left with no instance to read stops); a buffer's
+        prefetch in flight is waited for."""
         self._stop_background()
         for node in self.nodes.nodes:
             node.client.close()
@@ -422,6 +425,11 @@ class RedisIdsBase(ForkSafe):
         observer, self.nodes.observer = self.nodes.observer, None
         if observer is not None:
             observer.detach(self)
+        timeout = self.nodes.call_timeout
+        for generator in self.generators:
+            if isinstance(generator, BufferedGenerator) and generator.buffer is not None:
+                # a prefetch in flight ends within its clients' socket timeout
+                generator.buffer.settle(2 * timeout if timeout is not None else SETTLE_SECONDS)
 
     def __repr__(self) -> str:
         names = [node.name for node in self.nodes.nodes]

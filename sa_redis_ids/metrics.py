@@ -123,11 +123,16 @@ def strategy_label(code: str) -> str:
 _NAMES: dict[str, str] = {}
 
 
-class Sources:
+class Sources(ForkSafe):
     """The instances one sink reports on (held weakly), and what is read of them at collection."""
 
     def __init__(self) -> None:
         self._ids: weakref.WeakSet[RedisIdsBase] = weakref.WeakSet()
+        self._lock = threading.Lock()
+        """Held a moment (no I/O); renewed in a forked child."""
+        self.watch_forks()
+
+    def after_fork_in_child(self) -> None:
         self._lock = threading.Lock()
 
     def add(self, ids: RedisIdsBase) -> None:
@@ -436,17 +441,16 @@ class PrometheusMetrics(Observer, ForkSafe):
         process's refresh thread."""
         if not isinstance(ids, RedisIdsBase):
             return
-        self.refresh(read_pools=False)
+        self.refresh()
         self.sources.discard(ids)
         if not self.sources.instances():
             self.stop_refreshing()
 
-    def refresh(self, *, read_pools: bool = True) -> None:
+    def refresh(self) -> None:
         """Bring the series read from the instances up to date in this process: the counters grow
-        by what the buffers and rewinds counted since the last refresh, the gauges are set.
-        ``read_pools=False`` leaves the pool fill (read from Redis) as it is."""
+        by what the buffers and rewinds counted since the last refresh, the gauges are set."""
         sources = self.sources
-        pools = sources.pool_fill() if read_pools else {}  # Redis I/O: before the lock
+        pools = sources.pool_fill()  # Redis I/O (skipped for nodes marked down): before the lock
         with self._lock:
             counters = {
                 "handed_out": self.handed_out,
@@ -534,13 +538,13 @@ _SINKS_LOCK = RenewedLock()
 
 
 def write_metrics() -> None:
-    """Write what every Prometheus report of this process counted since its last refresh (reads
-    nothing from Redis). In multiprocess mode it runs by itself when the process exits
-    (``atexit``); call it where a process ends without running ``atexit`` handlers, e.g. in
-    gunicorn's ``worker_exit`` hook (see the metrics page)."""
+    """Refresh every Prometheus report of this process now (`PrometheusMetrics.refresh`), so that
+    what it counted since the last refresh is written. In multiprocess mode it runs by itself
+    when the process exits (``atexit``); call it where a process ends without running ``atexit``
+    handlers, or as gunicorn's ``worker_exit`` hook does (see the metrics page)."""
     for sink in list(_PROMETHEUS.values()):
         try:
-            sink.refresh(read_pools=False)
+            sink.refresh()
         except Exception:  # at exit: report, never raise
             log.exception("writing the sa_redis_ids metrics failed")
 

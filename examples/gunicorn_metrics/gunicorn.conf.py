@@ -2,8 +2,9 @@
 worker.
 
 prometheus_client's multiprocess mode keeps each worker's values in files under
-PROMETHEUS_MULTIPROC_DIR: empty it when the server starts, and drop a dead worker's
-live gauges (``sa_redis_ids_buffered_ids``, ``sa_redis_ids_node_up``) when it exits.
+PROMETHEUS_MULTIPROC_DIR: empty it when the server starts, write what a worker counted
+since its last refresh when it exits, and drop a dead worker's live gauges
+(``sa_redis_ids_buffered_ids``, ``sa_redis_ids_node_up``).
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ from typing import Any
 
 from prometheus_client import multiprocess
 
+from sa_redis_ids.metrics import write_metrics
+
 bind = os.environ.get("BIND", "127.0.0.1:8000")
 workers = 4
 
@@ -21,6 +24,10 @@ workers = 4
 def on_starting(server: Any) -> None:
     for stale in Path(os.environ["PROMETHEUS_MULTIPROC_DIR"]).glob("*.db"):
         stale.unlink()
+
+
+def worker_exit(server: Any, worker: Any) -> None:
+    write_metrics()  # in the worker: its counts since the last refresh
 
 
 def child_exit(server: Any, worker: Any) -> None:
