@@ -17,11 +17,12 @@ import uuid
 from collections.abc import Callable, Iterator
 
 import pytest
+import redis
 
 from sa_redis_ids import ConfigError, RedisIds
 from sa_redis_ids.asyncio import AsyncRedisIds
 from sa_redis_ids.cli import main
-from sa_redis_ids.redis.capabilities import EVICTION_CHECK, FAILOVER_DETECTION
+from sa_redis_ids.redis.capabilities import EVICTION_CHECK, FAILOVER_DETECTION, probe
 from tests.conftest import Backend
 from tests.support.servers import HOST, RedisServer
 from tests.support.services import valkey_server_binary
@@ -233,3 +234,18 @@ def test_a_lost_guarantee_is_a_metric_of_its_node(start: Start) -> None:
     assert lost == [
         f'sa_redis_ids_guarantee_lost{{guarantee="{FAILOVER_DETECTION}",redis_node="{name}"}} 1.0'
     ]
+
+
+@pytest.mark.parametrize("protocol", [2, 3])
+def test_the_probe_reads_resp2_and_resp3_replies_alike(start: Start, protocol: int) -> None:
+    server = start(*NO_CONFIG, "--maxmemory-policy", "allkeys-lru")
+    client = redis.Redis(host=HOST, port=server.port, protocol=protocol, decode_responses=True)
+    try:
+        found = probe(client, "node")
+    finally:
+        client.close()
+    assert found.flavour == "redis" and found.version is not None and found.version >= (6, 2)
+    assert found.identity and found.info_memory and not found.config_get
+    assert found.eviction_policies == {"node": "allkeys-lru"} and found.aof is False
+    assert found.wait and found.script_time
+    assert "CONFIG GET maxmemory-policy" in found.refused
