@@ -173,6 +173,7 @@ def refusal_of(
 def _message(
     error: BaseException, *, script: str | None, source: str | None, key: Any
 ) -> str | None:
+    """What to fix, when ``error`` itself (not what it wraps) is a refusal; else None."""
     if isinstance(error, AuthenticationWrongNumberOfArgsError):  # a server older than Redis 6
         return (
             f"Redis refused the credentials ({error}): this server takes a password only, no "
