@@ -19,13 +19,14 @@ from collections.abc import Callable, Iterator
 import pytest
 import redis
 
-from sa_redis_ids import ConfigError, RedisIds
+from sa_redis_ids import ConfigError, RedisIds, RedisUnavailable
 from sa_redis_ids.asyncio import AsyncRedisIds
 from sa_redis_ids.cli import main
 from sa_redis_ids.redis.capabilities import EVICTION_CHECK, FAILOVER_DETECTION, probe
 from tests.conftest import Backend
 from tests.support.servers import HOST, RedisServer
 from tests.support.services import valkey_server_binary
+from tests.test_busy_nodes import busy
 
 Start = Callable[..., RedisServer]
 
@@ -249,3 +250,11 @@ def test_the_probe_reads_resp2_and_resp3_replies_alike(start: Start, protocol: i
     assert found.eviction_policies == {"node": "allkeys-lru"} and found.aof is False
     assert found.wait and found.script_time
     assert "CONFIG GET maxmemory-policy" in found.refused
+
+
+def test_a_node_busy_at_its_first_use_is_unavailable_and_probed_again(start: Start) -> None:
+    server = start("--busy-reply-threshold", "10")
+    users = RedisIds.from_url(server.url, strict=True).sequence("users")
+    with busy(server), pytest.raises(RedisUnavailable, match="BUSY"):
+        users.next_id()  # BUSY is no missing command: not refused, not a lost guarantee
+    assert users.next_id() == 1

@@ -20,7 +20,8 @@ The answer is a `Capabilities`. A guarantee the server cannot give is a `Lost` (
 command is missing, what that costs, what to grant): the node logs it once as a warning, counts it
 in the metrics (``sa_redis_ids_guarantee_lost``), ``sa-redis-ids status`` shows it, and under
 ``strict=True`` the node is refused with a [`ConfigError`][sa_redis_ids.ConfigError]. A connection
-error during the probe propagates and leaves the node to be probed at its next use.
+error during the probe, or an answer that says the node cannot serve now (``BUSY``,
+``LOADING``, ``CLUSTERDOWN`` …), propagates and leaves the node to be probed at its next use.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from typing import Any
 
 import redis
 from redis.cluster import RedisCluster
-from redis.exceptions import NoPermissionError
+from redis.exceptions import ClusterDownError, NoPermissionError, TryAgainError
 
 from sa_redis_ids.redis.connect import is_embedded
 from sa_redis_ids.redis.eviction import policy_of
@@ -302,9 +303,9 @@ def _pipelined(client: Any) -> list[Any]:
 async def _one(call: Callable[..., Any], command: tuple[Any, ...]) -> Any:
     try:
         return await call(*command)
-    except (redis.ConnectionError, redis.TimeoutError):
-        raise
     except redis.RedisError as exc:
+        if _not_now(exc):
+            raise
         return exc
 
 
@@ -317,10 +318,29 @@ def _denied(reply: Any) -> bool:
     return isinstance(reply, NoPermissionError) or "unknown command" in text or "NOPERM" in text
 
 
+#: Errors that say the node cannot answer now (lost connection, ``LOADING``, a cluster or master
+#: that is down, a slot migrating), not that a command is missing: the probe raises them, so the
+#: node counts as unavailable and is probed again at its next use.
+NOT_NOW: tuple[type[BaseException], ...] = (
+    redis.ConnectionError,  # includes BusyLoadingError (LOADING) and AuthenticationError
+    redis.TimeoutError,
+    ClusterDownError,  # includes MasterDownError
+    TryAgainError,
+)
+
+
+def _not_now(reply: Any) -> bool:
+    """Whether ``reply`` is one of `NOT_NOW`, or ``BUSY`` (another client's script runs past
+    ``busy-reply-threshold``: every command but a few is refused until it ends)."""
+    return isinstance(reply, NOT_NOW) or (
+        isinstance(reply, redis.ResponseError) and str(reply).startswith("BUSY ")
+    )
+
+
 def _raising_lost_connections(replies: list[Any]) -> list[Any]:
-    """``replies``, raising the first that says the node cannot answer (not a refusal)."""
+    """``replies``, raising the first that says the node cannot answer now (not a refusal)."""
     for reply in replies:
-        if isinstance(reply, (redis.ConnectionError, redis.TimeoutError)):
+        if _not_now(reply):
             raise reply
     return replies
 
