@@ -11,11 +11,17 @@ seconds (a child that hangs prints its stacks and exits). The parent's and the c
 
 The seeds are fixed (CI replays the same schedules); ``SA_REDIS_IDS_FORK_SEEDS=1,2,…`` runs others.
 A failure names its seed and round.
+
+Random forks find a hang only where a test's activities go; the audit below covers the rest: every
+lock the package creates is listed, with how a forked child gets it anew or why it is never held
+across I/O, so a new lock cannot arrive without that decision.
 """
 
 from __future__ import annotations
 
+import ast
 import faulthandler
+import importlib
 import json
 import os
 import random
@@ -25,6 +31,7 @@ import traceback
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -162,3 +169,71 @@ def test_a_child_forked_at_random_moments_of_every_background_activity_draws_uni
             found = child[name] + state.drawn.get(name, [])
             assert len(child[name]) == CHILD_DRAWS
             assert len(set(found)) == len(found), f"{where}: {name} issued a value twice"
+
+
+# -- the audit of every lock --------------------------------------------------------------------
+
+PACKAGE = Path(__file__).resolve().parent.parent / "sa_redis_ids"
+LOCK_KINDS = {"Lock", "RLock", "Condition", "Semaphore", "BoundedSemaphore"}
+
+RENEWED: dict[tuple[str, str], str] = {
+    # (module, class): the method that gives a forked child new locks
+    ("ids.py", "RedisIdsBase"): "after_fork_in_child",
+    ("forksafe.py", "RenewedLock"): "after_fork_in_child",
+    ("metrics.py", "Sources"): "after_fork_in_child",
+    ("metrics.py", "PrometheusMetrics"): "after_fork_in_child",
+    ("maintenance/job.py", "Maintenance"): "after_fork_in_child",
+    ("redis/nodes.py", "Node"): "after_fork_in_child",
+    ("redis/nodes.py", "NodeSet"): "after_fork_in_child",
+    ("buffering.py", "SegmentBuffer"): "_after_fork_in_child",
+    ("sharing.py", "SharedCalls"): "_after_fork_in_child",
+    ("generators/highwater.py", "HighWater"): "_new_locks",
+    ("redis/fastlane.py", "PoolShares"): "_forked",
+}
+BRIEF: dict[tuple[str, str], str] = {
+    # (module, class or <module>): why it is never held across I/O
+    ("forksafe.py", "<module>"): "the new locks a child's clients get",
+    ("generators/registry.py", "<module>"): "registering a strategy: a dict, at import time",
+    ("orm/bindings.py", "<module>"): "mapping a column: SQLAlchemy metadata, no I/O",
+    ("orm/events.py", "<module>"): "installing the listeners once, at import time",
+    ("maintenance/executor.py", "DaemonThreadExecutor"): "a set of threads; a child forgets it",
+    ("redis/loops.py", "PerLoop"): "finding the running loop's state: dicts, no I/O",
+    ("generators/aio.py", "AsyncIdGenerator"): "which loop owns the buffer: no I/O",
+}
+
+
+def lock_sites() -> set[tuple[str, str]]:
+    """``(module, owner)`` of every ``threading.<lock>()`` call in the package (``owner``: the
+    enclosing class, or ``<module>``)."""
+    found: set[tuple[str, str]] = set()
+
+    def visit(node: ast.AST, owner: str, module: str) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.Call):
+                func = child.func
+                if (
+                    isinstance(func, ast.Attribute)
+                    and isinstance(func.value, ast.Name)
+                    and func.value.id == "threading"
+                    and func.attr in LOCK_KINDS
+                ):
+                    found.add((module, owner))
+            visit(child, child.name if isinstance(child, ast.ClassDef) else owner, module)
+
+    for path in PACKAGE.rglob("*.py"):
+        visit(ast.parse(path.read_text()), "<module>", path.relative_to(PACKAGE).as_posix())
+    return found
+
+
+def test_every_lock_of_the_package_is_renewed_in_a_forked_child_or_never_held_across_io() -> None:
+    sites = lock_sites()
+    unreviewed = sorted(sites - RENEWED.keys() - BRIEF.keys())
+    assert not unreviewed, (
+        f"locks made at {unreviewed}: renew them in a forked child (sa_redis_ids.forksafe."
+        "ForkSafe) and list them in RENEWED, or list them in BRIEF with why they are never "
+        "held across I/O"
+    )
+    for (module, owner), hook in RENEWED.items():
+        if (module, owner) in sites:
+            name = "sa_redis_ids." + module.removesuffix(".py").replace("/", ".")
+            assert callable(getattr(getattr(importlib.import_module(name), owner), hook))
