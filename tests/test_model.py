@@ -157,14 +157,6 @@ def test_a_counter_recreated_before_the_floor_is_judged_by_the_first_flush() -> 
     assert not report.failed, report.text()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="after a loss a process that cannot read its column floor yet (it never flushed the "
-    "table) draws first and re-creates the day's counter from 0, as documented for its own "
-    "values; a flush of another process whose mark lies below the table then trusts that "
-    "counter and takes values the table holds (IntegrityError)",
-)
 def test_a_flush_after_a_floorless_first_draw_never_takes_a_committed_value() -> None:
     trace = [
         "world direct",

@@ -65,6 +65,9 @@ ATTEMPTS = 6
 """Script calls one take may need: a window rebuilt after a miss, a day seeded from its floor."""
 
 FLOOR_NONE, FLOOR_ASK, FLOOR_FIRST, FLOOR_GIVEN = "none", "ask", "first", "given"
+FLOOR_LATER = "later"
+"""A floor that cannot be read yet (a direct draw before the process's first flush): as
+``none``, but a claim the call records is recorded unjudged (see ``dated_take.lua``)."""
 """What ``dated_take`` is told about the floor (its ARGV[4])."""
 
 MAX_CACHED_DAYS = 64
@@ -336,7 +339,7 @@ class DatedGenerator(IdGenerator[V]):
         fixed: _NodeArgs = self._node_args(node)
         limit = fixed.limit
         high = self.high
-        floor = FLOOR_NONE
+        floor = FLOOR_NONE if self.implied_floor is None else FLOOR_LATER
         if self._floor is not None:
             floor = FLOOR_ASK if high.consulted(index) else FLOOR_FIRST
         mark: tuple[str, int] | None = high.mark(index)

@@ -135,20 +135,32 @@ end
 
 -- The claim check and the node identity of an issuing script (claim_node, node_identity_since):
 -- returns the recorded claim when it is not `claim` (nothing may be taken), else nil, the
--- identity and whether the node moved. While the marker holds "seen claim" (written only by a
--- script that found `claim` recorded, and gone within a second, or at once on a promoted replica
--- or another process's claim), that one read stands for both checks.
-local function claim_and_identity(claim_key, claim, marker, seen)
+-- identity, whether the node moved, and whether this call must judge an unjudged claim (see
+-- UNJUDGED: recorded so, and the caller is not `later`). While the marker holds "seen claim"
+-- (written only by a script that found `claim` recorded, and gone within a second, or at once
+-- on a promoted replica or another process's claim), that one read stands for both checks.
+-- `later` (optional): the caller has a floor it cannot read yet; a claim it records is recorded
+-- unjudged, and an unjudged one is left as it is. While a claim is unjudged the marker vouches
+-- only for its unjudged form, so no fast path takes from the counter before it is judged.
+local function claim_and_identity(claim_key, claim, marker, seen, later)
   local known = redis.call('GET', marker)
   if known and seen ~= '' and known == seen .. ' ' .. claim then
-    return nil, seen, false
+    return nil, seen, false, false
   end
-  local recorded = claim_node(claim_key, claim)
-  if recorded then
+  local recorded = redis.call('GET', claim_key)
+  local vouched = claim
+  if not recorded then
+    if later then
+      vouched = claim .. UNJUDGED
+    end
+    redis.call('SET', claim_key, vouched)
+  elseif recorded == claim .. UNJUDGED then
+    vouched = recorded
+  elseif recorded ~= claim then
     return recorded
   end
-  local identity, moved = node_identity_since(marker, seen, known, claim)
-  return nil, identity, moved
+  local identity, moved = node_identity_since(marker, seen, known, vouched)
+  return nil, identity, moved, vouched ~= claim and not later
 end
 
 -- The reply of an issuing script that took its values: the parts as one space-separated string,

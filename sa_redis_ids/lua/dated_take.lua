@@ -18,7 +18,13 @@
 -- ARGV[3]  highest counter value allowed on this node (decimal string)
 -- ARGV[4]  the floor: "none" (no floor), "ask" (a missing counter, or one below the guard, is
 --          reported, not healed), "first" (report the day even when its counter is sound: the
---          process has not read the floor yet) or "given" (the guard includes the floor)
+--          process has not read the floor yet), "given" (the guard includes the floor) or
+--          "later" (as "none", but the generator has a floor this caller cannot read yet: a claim
+--          it records is recorded unjudged, see UNJUDGED in common.lua). A call that finds the
+--          claim unjudged and is not "later" judges the day's counter: with "ask" it reports it
+--          (status 6) so the floor is read first; otherwise it raises the counter to at least the
+--          heal value (silently unless it was below the guard: a new namespace whose first draw
+--          came before its first flush looks the same) and records the claim as judged
 -- ARGV[5]  storage: "hash" or "key"; "hash!" or "key!" when the caller needs the Redis time (a
 --          buffer's block: the reply is then never the one integer)
 -- ARGV[6]  storage "key": ms after the day's end at which its key expires
@@ -48,7 +54,9 @@
 local storage = ARGV[5]
 local hash = storage == 'hash' or storage == 'hash!'
 local seen_id, claim = string.match(ARGV[2], '^(%S*) (.*)$')
-local recorded, identity, moved = claim_and_identity(KEYS[2], claim, KEYS[3], seen_id)
+local floor = ARGV[4]
+local recorded, identity, moved, judge =
+  claim_and_identity(KEYS[2], claim, KEYS[3], seen_id, floor == 'later')
 if recorded then
   return {2, recorded}
 end
@@ -63,7 +71,6 @@ if marker and label <= marker then
 end
 local day_end = ARGV[12 + d]
 local n = ARGV[1]
-local floor = ARGV[4]
 local key = KEYS[5 + d]
 local index = hash and KEYS[5] or KEYS[4]
 local guard, heal = '0', '0'
@@ -85,7 +92,7 @@ local created = not current
 local vanished = created and redis.call('SISMEMBER', index, label) == 1
 local low = (current and dec_gt(guard, current)) or (not current and guard ~= '0')
 local healed = ''
-if low or moved or (not current and (floor == 'ask' or vanished)) then
+if low or moved or judge or (not current and (floor == 'ask' or vanished)) then
   if floor == 'ask' then
     return {6, label, current or ''}
   end
@@ -93,8 +100,12 @@ if low or moved or (not current and (floor == 'ask' or vanished)) then
     return {7, label}
   end
 end
-if heal ~= '0' and (low or moved or vanished) and (not current or dec_gt(heal, current)) then
+if heal ~= '0' and (low or moved or vanished or judge) and (not current or dec_gt(heal, current))
+    then
   healed = current or '-'
+  if judge and current and not low and not moved then
+    healed = ''  -- raised as a precaution: nothing says a value was lost
+  end
   current = heal
   if hash then
     redis.call('HSET', KEYS[4], label, heal)
@@ -112,6 +123,9 @@ elseif not current and not hash then
 end
 if hash and created then
   redis.call('SADD', index, label)
+end
+if judge then
+  redis.call('SET', KEYS[2], claim)
 end
 
 local after
