@@ -1,6 +1,6 @@
 """The library on servers that renamed ``INFO`` and ``CONFIG`` away, as managed services do.
 
-A real ``redis-server`` and a real 3-master Cluster (joined with ``CLUSTER ADDSLOTSRANGE`` and
+A real ``redis-server``, a ``valkey-server`` and a real 3-master Redis Cluster (joined with ``CLUSTER ADDSLOTSRANGE`` and
 ``CLUSTER MEET``: ``redis-cli --cluster create`` itself needs ``INFO``), each started by the test
 with ``rename-command INFO ""`` and ``rename-command CONFIG ""``. Every strategy, the asyncio
 front end, the ORM, the lock, maintenance and the command line work there; what the library
@@ -27,6 +27,7 @@ from sa_redis_ids import ConfigError, RedisIds, redis_id
 from sa_redis_ids.asyncio import AsyncRedisIds
 from sa_redis_ids.cli import main
 from tests.support.servers import HOST, RedisServer
+from tests.support.services import valkey_server_binary
 
 RENAMED = ["--rename-command", "INFO", "", "--rename-command", "CONFIG", ""]
 
@@ -40,14 +41,16 @@ FACTORIES: dict[str, Callable[[Any], Any]] = {
 
 
 class Renamed:
-    """A server, or a cluster of three masters, with ``INFO`` and ``CONFIG`` renamed away."""
+    """A server (``kind``: ``redis``, ``valkey``), or a Redis Cluster of three masters
+    (``cluster``), with ``INFO`` and ``CONFIG`` renamed away."""
 
-    def __init__(self, cluster: bool):
-        self.cluster = cluster
+    def __init__(self, kind: str):
+        self.cluster = cluster = kind == "cluster"
+        binary = valkey_server_binary() if kind == "valkey" else "redis-server"
         directory = Path(tempfile.mkdtemp(prefix="sa_redis_ids_renamed_"))
-        count = 3 if cluster else 1
         self.servers = [
-            RedisServer(cluster=cluster, directory=directory, args=RENAMED) for _ in range(count)
+            RedisServer(cluster=cluster, directory=directory, args=RENAMED, binary=binary)
+            for _ in range(3 if cluster else 1)
         ]
 
     def start(self) -> Renamed:
@@ -81,10 +84,10 @@ class Renamed:
             server.stop()
 
 
-@pytest.fixture(params=["redis", "cluster"], scope="module")
+@pytest.fixture(params=["redis", "valkey", "cluster"], scope="module")
 def renamed(request: pytest.FixtureRequest) -> Iterator[Renamed]:
     """Started once per kind for this module, stopped by process id."""
-    found = Renamed(cluster=request.param == "cluster")
+    found = Renamed(request.param)
     try:
         yield found.start()
     finally:
