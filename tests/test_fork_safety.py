@@ -25,6 +25,7 @@ import importlib
 import json
 import os
 import random
+import sys
 import threading
 import time
 import traceback
@@ -40,6 +41,8 @@ from prometheus_client import CollectorRegistry
 
 from sa_redis_ids import Buffering, RedisIds
 from sa_redis_ids.metrics import enable_prometheus
+from tests.support.forking import child_call_status
+from tests.support.servers import RedisServer
 from tests.support.services import REDIS_URL
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
@@ -169,6 +172,49 @@ def test_a_child_forked_at_random_moments_of_every_background_activity_draws_uni
             found = child[name] + state.drawn.get(name, [])
             assert len(child[name]) == CHILD_DRAWS
             assert len(set(found)) == len(found), f"{where}: {name} issued a value twice"
+
+
+def in_function(thread: threading.Thread, name: str) -> bool:
+    """Whether ``thread`` is running function ``name`` now (somewhere in its stack)."""
+    frame = sys._current_frames().get(thread.ident or 0)
+    while frame is not None:
+        if frame.f_code.co_name == name:
+            return True
+        frame = frame.f_back
+    return False
+
+
+def test_a_child_forked_while_the_metrics_refresh_waits_on_redis_draws_at_once(
+    server: RedisServer, prefix: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+) -> None:
+    # the refresh thread reads a short-ID pool on a server that answers nothing (SIGSTOP) while
+    # the process forks; the child's first call reports to the same metrics
+    slow = RedisIds.from_url(server.url, prefix=prefix, socket_timeout=60)
+    slow.short_id("members", pool_size=1000, offset=1000).next_id()
+    ids = RedisIds.from_url(REDIS_URL, prefix=prefix)
+    orders = ids.sequence("orders")
+    registry = CollectorRegistry()
+    before = set(threading.enumerate())
+    with monkeypatch.context() as env:
+        env.setenv("PROMETHEUS_MULTIPROC_DIR", str(tmp_path))
+        enable_prometheus(slow, registry, refresh_seconds=0.01)
+        enable_prometheus(ids, registry)
+    (refreshing,) = [t for t in threading.enumerate() if t not in before]
+    server.pause()
+    release = threading.Event()
+    resumer = threading.Thread(target=lambda: (release.wait(), server.resume()), daemon=True)
+    resumer.start()
+    try:
+        deadline = time.monotonic() + 30
+        while not in_function(refreshing, "pool_fill"):  # waiting on the paused server
+            assert time.monotonic() < deadline, "the refresh never read the pool"
+            time.sleep(0.005)
+        assert child_call_status(orders.next_id, release) == 0
+    finally:
+        release.set()
+        resumer.join()
+        slow.close()
+        ids.close()
 
 
 # -- the audit of every lock --------------------------------------------------------------------
