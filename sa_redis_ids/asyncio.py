@@ -32,6 +32,7 @@ from typing import Any
 
 from sa_redis_ids.generators.aio import AsyncIdGenerator
 from sa_redis_ids.generators.base import IdGenerator
+from sa_redis_ids.generators.cache import Recent
 from sa_redis_ids.ids import RedisIdsBase
 
 __all__ = ["AsyncIdGenerator", "AsyncRedisIds"]
@@ -45,7 +46,9 @@ class AsyncRedisIds(RedisIdsBase):
 
     def __init__(self, client: Any, **options: Any):
         super().__init__(client, **options)
-        self._fronts: dict[int, AsyncIdGenerator[Any]] = {}
+        self._fronts: Recent[int, AsyncIdGenerator[Any]] = Recent(self.generators_kept)
+        """The asyncio face of each generator, by its id: kept and let go as the generators are
+        (a face holds its generator, so the id is not reused while the face is found)."""
 
     def generator(self, strategy: str, namespace: str, **options: Any) -> Any:
         """An asyncio generator of any registered strategy (see `RedisIds.generator`)."""
@@ -55,8 +58,13 @@ class AsyncRedisIds(RedisIdsBase):
         with self._lock:
             front = self._fronts.get(id(generator))
             if front is None:
-                front = self._fronts[id(generator)] = AsyncIdGenerator(generator)
+                front = AsyncIdGenerator(generator)
+                self._fronts.add(id(generator), front)
             return front
+
+    def _resize(self, kept: int) -> None:
+        super()._resize(kept)
+        self._fronts.resize(kept)
 
     def sequence(self, namespace: str, **options: Any) -> AsyncIdGenerator[int]:
         """See [`sa_redis_ids.RedisIds.sequence`][sa_redis_ids.RedisIds.sequence] for the options."""

@@ -15,6 +15,7 @@ from sa_redis_ids.forksafe import ForkSafe
 from sa_redis_ids.generators import builtin as builtin
 from sa_redis_ids.generators import registry
 from sa_redis_ids.generators.base import IdGenerator
+from sa_redis_ids.generators.cache import GENERATORS_KEPT, Recent
 from sa_redis_ids.generators.daily_code import DailyCodeGenerator
 from sa_redis_ids.generators.date_prefixed import DatePrefixedGenerator
 from sa_redis_ids.generators.day_counter import DAY_INIT_LOCK_TTL, Floor
@@ -124,9 +125,9 @@ class RedisIdsBase(ForkSafe):
             replica_timeout=replica_timeout,
             strict=strict,
         )
-        self._generators: dict[tuple[str, str], IdGenerator[Any]] = {}
-        self._options: dict[tuple[str, str], dict[str, Any]] = {}
-        """The options each generator was made with (``use`` builds it anew from them)."""
+        self._generators: Recent[tuple[str, str], IdGenerator[Any]] = Recent(GENERATORS_KEPT)
+        """The generators made, by (strategy, namespace): the most recently asked kept, the others
+        found while alive, with the options each was made with (``use`` builds it anew from them)."""
         self._lock = threading.Lock()
         self._context = Context(self.nodes, self.prefix, self._day_lock)
         self._maintenances: weakref.WeakSet[Maintenance] = weakref.WeakSet()
@@ -297,8 +298,28 @@ class RedisIdsBase(ForkSafe):
 
     @property
     def generators(self) -> list[IdGenerator[Any]]:
-        """Every generator made by this instance (the maintenance job walks them)."""
-        return list(self._generators.values())
+        """Every generator of this instance in memory (the maintenance job walks them): the
+        `generators_kept` asked for most recently and any other still held elsewhere."""
+        return self._generators.values()
+
+    @property
+    def generators_kept(self) -> int:
+        """How many generators this instance keeps (default `GENERATORS_KEPT`, 1000): the ones
+        asked for most recently. A generator beyond them lives as long as something else holds
+        it (a model's ``redis_id(generator)``, a module-level name) and, asked again meanwhile,
+        is the same object; one nobody holds is freed and built anew at the next ask, as a new
+        process would build it (its buffered values are gaps, its floor is read again). Set it
+        above the number of namespaces in use at once (say, active tenants); 0 keeps none."""
+        return self._generators.kept
+
+    @generators_kept.setter
+    def generators_kept(self, kept: int) -> None:
+        with self._lock:
+            self._resize(kept)
+
+    def _resize(self, kept: int) -> None:
+        """Keep at most ``kept`` generators (and asyncio faces) from now on (lock held)."""
+        self._generators.resize(kept)
 
     def generator(self, strategy: str, namespace: str, **options: Any) -> IdGenerator[Any]:
         """A generator of any registered strategy (see
@@ -321,8 +342,7 @@ class RedisIdsBase(ForkSafe):
         with self._lock:
             existing = self._generators.get((strategy, namespace))
             if existing is None:
-                self._generators[(strategy, namespace)] = made
-                self._options[(strategy, namespace)] = options
+                self._generators.add((strategy, namespace), made, options)
                 return made
         if (existing.config, existing.local_config) != (made.config, made.local_config):
             raise ConfigError(

@@ -330,7 +330,7 @@ def use_nodes(ids: Any, other: Any) -> Iterator[Any]:
     with ids._lock:
         before_nodes, before_context = ids.nodes, ids._context
         context = Context(other.nodes, ids.prefix, ids._day_lock)
-        made = dict(ids._generators)
+        made = dict(ids._generators.items())
         twins = {key: _rebuild(ids, key, context) for key in made}  # may raise: nothing changed yet
         saved: dict[tuple[str, str], dict[str, Any]] = {}
         fronts: dict[int, Any] = getattr(ids, "_fronts", {})
@@ -366,7 +366,7 @@ def _rebuild(ids: Any, key: tuple[str, str], context: Context) -> Any:
     name, namespace = key
     with warnings.catch_warnings():  # warned once already, when the application made it
         warnings.simplefilter("ignore")
-        return strategy(name).build(context, namespace, **ids._options[key])
+        return strategy(name).build(context, namespace, **ids._generators.options(key))
 
 
 def _drop_buffer(holder: Any) -> None:
