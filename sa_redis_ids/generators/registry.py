@@ -49,6 +49,9 @@ RESERVED_FLAGS = frozenset(
         "--since",
         "--strategy",
         "--table",
+        "--tls-ca-cert",
+        "--tls-cert",
+        "--tls-key",
         "--version",
         "--yes",
     ]
