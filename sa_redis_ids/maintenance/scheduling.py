@@ -83,8 +83,11 @@ def background_scheduler() -> Any:
 
 
 def blocking_scheduler() -> Any:
-    """A new ``BlockingScheduler`` in UTC, for the foreground ``sa-redis-ids maintain``."""
+    """A new ``BlockingScheduler`` in UTC, for the foreground ``sa-redis-ids maintain`` (each run
+    in a daemon thread, as for `background_scheduler`)."""
     _apscheduler()
     from apscheduler.schedulers.blocking import BlockingScheduler
 
-    return BlockingScheduler(timezone=timezone.utc)
+    from sa_redis_ids.maintenance.executor import DaemonThreadExecutor
+
+    return BlockingScheduler(timezone=timezone.utc, executors={"default": DaemonThreadExecutor()})
