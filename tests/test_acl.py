@@ -49,13 +49,23 @@ def documented_lines() -> list[list[str]]:
     return found
 
 
+def base_lines() -> int:
+    """How many lines the base grant takes: the page's first ``text`` block."""
+    text = PAGE.read_text(encoding="utf-8")
+    section = text.split("## ACL and managed Redis\n", 1)[1]
+    first = re.search(r"```text\n(.*?)```", section, re.S)
+    assert first is not None, "the page lost its base grant"
+    return sum(line.startswith("ACL SETUSER ") for line in first.group(1).splitlines())
+
+
 def documented(first_rule: str | None = None) -> list[str]:
     """The rules of the documented line whose first rule is ``first_rule`` (None: the base
-    grant), after ``ACL SETUSER <user>``."""
+    grant, its lines joined in order), after ``ACL SETUSER <user>``."""
     lines = documented_lines()
+    base = base_lines()
     if first_rule is None:
-        return lines[0][3:]
-    return next(line[3:] for line in lines[1:] if line[3] == first_rule)
+        return [rule for line in lines[:base] for rule in line[3:]]
+    return next(line[3:] for line in lines[base:] if line[3] == first_rule)
 
 
 @dataclass
