@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import math
 import os
+import queue
 import subprocess
 import sys
 import threading
@@ -20,10 +21,14 @@ from pathlib import Path
 
 import pytest
 import redis
+from apscheduler.events import EVENT_JOB_ERROR, EVENT_JOB_EXECUTED, JobExecutionEvent
+from apscheduler.triggers.interval import IntervalTrigger
 from prometheus_client import CollectorRegistry, generate_latest, multiprocess
 
 from sa_redis_ids import Buffering, RedisIds
 from sa_redis_ids.asyncio import AsyncRedisIds
+from sa_redis_ids.maintenance.executor import RUN_THREAD_NAME
+from sa_redis_ids.maintenance.scheduling import add_job, background_scheduler
 from sa_redis_ids.metrics import REFRESH_THREAD_NAME, disable_metrics, enable_prometheus
 from tests.support.services import REDIS_URL
 
@@ -91,6 +96,30 @@ def test_aclose_stops_the_refresh_thread_of_an_asyncio_instance(prefix: str) -> 
 
     before = set(threading.enumerate())
     asyncio.run(main())
+    assert started_since(before) == []
+
+
+def test_the_embedded_scheduler_runs_each_job_in_a_daemon_thread_and_reports_its_outcome() -> None:
+    def job() -> threading.Thread:
+        if not ran:
+            ran.append(1)
+            raise RuntimeError("a failed run")
+        return threading.current_thread()
+
+    ran: list[int] = []
+    outcomes: queue.Queue[JobExecutionEvent] = queue.Queue()
+    scheduler = background_scheduler()
+    scheduler.add_listener(outcomes.put, EVENT_JOB_EXECUTED | EVENT_JOB_ERROR)
+    before = set(threading.enumerate())
+    add_job(scheduler, job, IntervalTrigger(seconds=0.05), run_now=True)
+    scheduler.start()
+    try:
+        failed, done = outcomes.get(timeout=30), outcomes.get(timeout=30)
+    finally:
+        scheduler.shutdown()
+    assert failed.code == EVENT_JOB_ERROR and str(failed.exception) == "a failed run"
+    assert done.code == EVENT_JOB_EXECUTED
+    assert done.retval.daemon and done.retval.name == RUN_THREAD_NAME
     assert started_since(before) == []
 
 

@@ -23,12 +23,14 @@ RUN_THREAD_NAME = "sa_redis_ids maintenance run"
 
 
 class DaemonThreadExecutor(BaseExecutor):  # type: ignore[misc]  # APScheduler 3 is untyped
-    """Runs each submitted job in a new daemon thread; ``shutdown(wait=True)`` joins them."""
+    """Runs each submitted job in a new daemon thread; ``shutdown(wait=True)`` joins them. A job
+    submitted after ``shutdown`` (the scheduler's thread may be finishing a pass) is not run."""
 
     def __init__(self) -> None:
         super().__init__()
         self._running: set[threading.Thread] = set()
         self._running_lock = threading.Lock()
+        self._stopped = False
 
     def _do_submit_job(self, job: Any, run_times: list[Any]) -> None:
         def main() -> None:
@@ -44,13 +46,16 @@ class DaemonThreadExecutor(BaseExecutor):  # type: ignore[misc]  # APScheduler 3
                     self._running.discard(thread)
 
         thread = threading.Thread(target=main, name=RUN_THREAD_NAME, daemon=True)
-        with self._running_lock:
+        with self._running_lock:  # started under it: shutdown never joins one not yet started
+            if self._stopped:
+                return
             self._running.add(thread)
-        thread.start()
+            thread.start()
 
     def shutdown(self, wait: bool = True) -> None:
+        with self._running_lock:
+            self._stopped = True
+            running = list(self._running)
         if wait:
-            with self._running_lock:
-                running = list(self._running)
             for thread in running:
                 thread.join()
