@@ -248,6 +248,10 @@ BRIEF: dict[tuple[str, str], str] = {
 }
 
 
+def is_type_probe(node: ast.AST) -> bool:
+    return isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "type"
+
+
 def lock_sites() -> set[tuple[str, str]]:
     """``(module, owner)`` of every ``threading.<lock>()`` call in the package (``owner``: the
     enclosing class, or ``<module>``)."""
@@ -255,6 +259,8 @@ def lock_sites() -> set[tuple[str, str]]:
 
     def visit(node: ast.AST, owner: str, module: str) -> None:
         for child in ast.iter_child_nodes(node):
+            if is_type_probe(child):
+                continue  # type(threading.RLock()): a lock's class, no lock kept
             if isinstance(child, ast.Call):
                 func = child.func
                 if (
