@@ -31,7 +31,8 @@ own ``namespace`` and ``node`` target labels, which would rename ours ``exported
 
 Read from the instances when metrics are collected (a scrape, an export), nothing on the per-ID
 path; in ``prometheus_client`` multiprocess mode, where a scrape reads every process's files, each
-process reads them every ``refresh_seconds`` (5 s) instead:
+process reads them every ``refresh_seconds`` (5 s) instead, and once more when it exits
+([`write_metrics`][sa_redis_ids.metrics.write_metrics]):
 
 | Prometheus / OpenTelemetry | what |
 |---|---|
@@ -264,6 +265,9 @@ def disable_metrics(ids: RedisIdsBase) -> None:
 
 # -- Prometheus ---------------------------------------------------------------------------------
 
+FORK_WAIT_SECONDS = 1.0
+"""How long a fork waits for a write to the metrics in progress (it takes microseconds)."""
+
 DEFAULT_REFRESH_SECONDS = 5.0
 """How often each process brings the series read from its instances up to date, in
 ``prometheus_client`` multiprocess mode (a scrape in single-process mode reads them itself)."""
@@ -310,6 +314,7 @@ class PrometheusMetrics(Observer, ForkSafe):
         self._buffered_labels: set[Labels] = set()
         self._thread: threading.Thread | None = None
         self._thread_pid = 0
+        self._held_for_fork = False
         self._stop = threading.Event()
         self._multiprocess = multiprocess_mode()
         # registered first, so that a collection refreshes before the series below are read
@@ -396,10 +401,13 @@ class PrometheusMetrics(Observer, ForkSafe):
         self.watch_forks()
 
     def before_fork(self) -> None:
-        self._lock.acquire()  # no write half-done in the child (held a moment: no I/O under it)
+        # no write half-done in the child: it is held a moment, never across I/O (a thread that
+        # forks while it holds the lock itself, from a signal handler, goes on after a second)
+        self._held_for_fork = self._lock.acquire(timeout=FORK_WAIT_SECONDS)
 
     def after_fork_in_parent(self) -> None:
-        self._lock.release()
+        if self._held_for_fork:
+            self._lock.release()
 
     def after_fork_in_child(self) -> None:
         self._lock = threading.Lock()
