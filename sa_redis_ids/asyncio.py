@@ -97,8 +97,8 @@ class AsyncRedisIds(RedisIdsBase):
 
     async def aclose(self) -> None:
         """End this instance's metrics reports (as `RedisIds.close` does) and close every node's
-        connection pool."""
+        connection pool on the running event loop (another loop's pool is let go when that
+        loop has closed)."""
         self._stop_background()
         for node in self.nodes.nodes:
-            closing = getattr(node.client, "aclose", None) or node.client.close
-            await closing()
+            await node.aclose()

@@ -129,7 +129,7 @@ def test_the_asyncio_lane_survives_a_flushed_cache_and_a_cancelled_call(
         ids = AsyncRedisIds.from_url(server.url)
         try:
             users = ids.sequence("users")
-            assert isinstance(ids.nodes.nodes[0]._async_lane, AsyncLane)
+            assert isinstance(ids.nodes.nodes[0]._loops.here().lane, AsyncLane)
             drawn = [await users.next_id()]
             await ids.nodes.nodes[0].client.script_flush()
             drawn.append(await users.next_id())

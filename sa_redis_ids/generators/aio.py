@@ -17,7 +17,10 @@ the asyncio buffer.
 
 from __future__ import annotations
 
+import asyncio
 import functools
+import threading
+import weakref
 from collections.abc import Callable, Coroutine
 from typing import Any, Generic, TypeVar
 
@@ -42,6 +45,9 @@ class AsyncIdGenerator(Generic[V]):
         """The strategy's generator: its options, bounds and ``parse``."""
         self.buffer: AsyncSegmentBuffer[V] | None = asyncio_buffer(generator)
         """The asyncio buffer of a buffered generator (``block=``), else None."""
+        self._owner: weakref.ref[asyncio.AbstractEventLoop] | None = None
+        """The event loop the buffer serves (see `_buffered`)."""
+        self._owning = threading.Lock()
         # A buffered strategy's own next_id/next_ids serve its thread buffer: use the base plans.
         self._next_id = _plan(generator, "next_id") or plan_of(IdGenerator.next_id)
         self._next_ids = _plan(generator, "next_ids") or plan_of(IdGenerator.next_ids)
@@ -58,7 +64,7 @@ class AsyncIdGenerator(Generic[V]):
 
     async def next_id(self, *args: Any, **options: Any) -> V:
         """One new value (a snowflake takes ``shard=`` as its sync ``next_id`` does)."""
-        buffer = self.buffer
+        buffer = self._buffered()
         if buffer is not None:
             return await buffer.next_id(*args, **options)
         assert self._next_id is not None
@@ -67,12 +73,34 @@ class AsyncIdGenerator(Generic[V]):
 
     async def next_ids(self, n: int, *args: Any, **options: Any) -> list[V]:
         """``n`` new values in one Redis round trip (``[]`` for 0)."""
-        buffer = self.buffer
+        buffer = self._buffered()
         if buffer is not None:
             return await buffer.next_ids(n, *args, **options)
         assert self._next_ids is not None
         values: list[V] = await run_plan_async(self._next_ids(self.generator, n, *args, **options))
         return values
+
+    def _buffered(self) -> AsyncSegmentBuffer[V] | None:
+        """The buffer, if it serves the running event loop. A buffer takes no lock, so it serves
+        one loop at a time: the first that calls, until that loop closes (then the next loop
+        that calls takes it over, segments and all). Meanwhile other loops (threads each running
+        their own) take their values from Redis directly, as an unbuffered generator does."""
+        buffer = self.buffer
+        if buffer is None:
+            return None
+        loop = asyncio.get_running_loop()
+        owner = self._owner
+        if owner is not None and owner() is loop:
+            return buffer
+        with self._owning:
+            owner = self._owner
+            held = None if owner is None else owner()
+            if held is loop:
+                return buffer
+            if held is None or held.is_closed():
+                self._owner = weakref.ref(loop)
+                return buffer
+        return None
 
     def __getattr__(self, name: str) -> Any:
         """The generator's attribute ``name``; its I/O methods as coroutine functions."""

@@ -22,13 +22,11 @@ also reported to the node set's `NodeSet.observer`.
 
 from __future__ import annotations
 
-import asyncio
 import itertools
 import logging
 import threading
 import time
-import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
 import redis
@@ -45,7 +43,7 @@ from redis.exceptions import (
     SlotNotCoveredError,
     TryAgainError,
 )
-from redis.sentinel import SentinelConnectionPool
+from redis.sentinel import MasterNotFoundError, SentinelConnectionPool
 
 from sa_redis_ids.errors import (
     ConfigError,
@@ -67,6 +65,7 @@ from sa_redis_ids.redis.connect import (
 )
 from sa_redis_ids.redis.eviction import logger, risk_of
 from sa_redis_ids.redis.fastlane import AsyncLane, FastLane
+from sa_redis_ids.redis.loops import OnLoop, PerLoop
 from sa_redis_ids.redis.plans import Commands, Plan, now, run_plan
 from sa_redis_ids.redis.refusals import refusal_of
 from sa_redis_ids.redis.replication import (
@@ -160,6 +159,45 @@ def is_pool_limit(error: BaseException) -> bool:
     return isinstance(error, MaxConnectionsError) or (
         type(error) is redis.ConnectionError and str(error) == POOL_WAIT_TIMED_OUT
     )
+
+
+#: Connection errors that a new connection would not cure: a refused password or permission, a
+#: server still loading its data, no Sentinel naming a master, the pool's own limit.
+NOT_STALE: tuple[type[BaseException], ...] = (
+    redis.AuthenticationError,
+    redis.exceptions.AuthorizationError,
+    redis.BusyLoadingError,
+    MasterNotFoundError,
+    MaxConnectionsError,
+)
+
+
+def is_stale(error: BaseException) -> bool:
+    """Whether ``error`` says the connection a call went on was closed under it (a server
+    restart, a server or proxy that closes idle connections): the call may go once more on a new
+    connection. redis-py's asyncio pool hands out such connections without noticing, and a
+    sync pool may too when the close comes as it checks one out. A timeout is not one (the server
+    was reached and did not answer in time)."""
+    return (
+        isinstance(error, (redis.ConnectionError, ConnectionResetError, BrokenPipeError))
+        and not isinstance(error, NOT_STALE)
+        and not is_pool_limit(error)
+    )
+
+
+def drop_idle_connections(client: Any) -> None:
+    """Close the idle connections of a sync client's pool: opened before the server closed them,
+    each would fail its next call (a cluster client renews its own)."""
+    pool = getattr(client, "connection_pool", None)
+    if pool is not None:
+        pool.disconnect(inuse_connections=False)
+
+
+async def drop_idle_connections_async(client: Any) -> None:
+    """`drop_idle_connections` of a ``redis.asyncio`` client."""
+    pool = getattr(client, "connection_pool", None)
+    if pool is not None:
+        await pool.disconnect(inuse_connections=False)
 
 
 #: What a call's error may be when the server refused the library's user (a permission, its
@@ -278,12 +316,6 @@ class Node(ForkSafe):
         self.capabilities: Capabilities | None = None
         """What the server lets the library rely on, probed at the node's first use (None
         before it)."""
-        self._first_use_locks: weakref.WeakKeyDictionary[Any, asyncio.Lock] = (
-            weakref.WeakKeyDictionary()
-        )
-        """An asyncio lock per event loop (an asyncio lock belongs to one loop)."""
-        self._loaded: set[str] = set()
-        """Digests of the scripts loaded on this asyncio node."""
         self.asynchronous = is_async_client(client)
         """Whether the client is a ``redis.asyncio`` one (run by the asyncio driver)."""
         if self.asynchronous and self.replicas and hasattr(client, "get_primaries"):
@@ -293,9 +325,13 @@ class Node(ForkSafe):
                 node=self.name,
             )
         self._lane = FastLane(client) if not self.replicas and FastLane.supports(client) else None
-        self._async_lane = (
-            AsyncLane(client) if not self.replicas and AsyncLane.supports(client) else None
+        self._loops = PerLoop(
+            client,
+            name=lambda: self.name,
+            lanes=not self.replicas and AsyncLane.supports(client),
         )
+        """An asyncio node's client, scripts, fast lane and watch per running event loop
+        (`sa_redis_ids.redis.loops`)."""
         self._watch = MasterWatch.of(client)
         """For a Sentinel client: after a failed call, ask the Sentinels whether the master moved
         and close the connections to the old one ([`sa_redis_ids.redis.switchover`][sa_redis_ids.redis.switchover])."""
@@ -345,9 +381,9 @@ class Node(ForkSafe):
         watch = self._watch
         try:
             if watch is None:
-                return self._run(name, keys, args)
+                return self._reconnecting(self._run, name, keys, args)
             try:
-                return self._run(name, keys, args)
+                return self._reconnecting(self._run, name, keys, args)
             except BaseException as exc:
                 if master_may_have_moved(exc):
                     watch.recheck()
@@ -404,8 +440,8 @@ class Node(ForkSafe):
         """Whether `transact` can run here: a fast lane (a real server, without ``replicas``)
         and an eviction policy that cannot evict the library's keys (a transaction could
         recreate an evicted key before a script judges it)."""
-        lane = self._async_lane if self.asynchronous else self._lane
-        return lane is not None and not self._may_evict
+        lanes = self._loops.lanes if self.asynchronous else self._lane is not None
+        return lanes and not self._may_evict
 
     def transact(self, key: Any, commands: Commands) -> list[Any] | None:
         """Run ``commands`` (keys of ``key``'s namespace) between ``MULTI`` and ``EXEC`` in one
@@ -427,11 +463,12 @@ class Node(ForkSafe):
             raise
 
     async def transact_async(self, key: Any, commands: Commands) -> list[Any] | None:
-        """`transact` on a ``redis.asyncio`` client."""
-        lane = self._async_lane
+        """`transact` on a ``redis.asyncio`` client (the running event loop's)."""
+        on = self._loops.here()
+        lane = on.lane
         if lane is None or self._may_evict:
             return None
-        watch = self._watch
+        watch = on.watch
         if watch is None:
             return await lane.transact(key, commands)
         try:
@@ -442,13 +479,15 @@ class Node(ForkSafe):
             raise
 
     async def run_async(self, name: str, keys: Sequence[Any], args: Sequence[Any]) -> Any:
-        """`run` on a ``redis.asyncio`` client."""
-        watch = self._watch
+        """`run` on a ``redis.asyncio`` client: the running event loop's (see
+        `sa_redis_ids.redis.loops`)."""
+        on = self._loops.here()
+        watch = on.watch
         try:
             if watch is None:
-                return await self._run_async(name, keys, args)
+                return await self._reconnecting_async(on, self._run_async, on, name, keys, args)
             try:
-                return await self._run_async(name, keys, args)
+                return await self._reconnecting_async(on, self._run_async, on, name, keys, args)
             except BaseException as exc:
                 if master_may_have_moved(exc):
                     await watch.recheck_async()
@@ -459,27 +498,29 @@ class Node(ForkSafe):
                 raise
             raise refusal from exc
 
-    async def _run_async(self, name: str, keys: Sequence[Any], args: Sequence[Any]) -> Any:
-        if not self._checked:
+    async def _run_async(
+        self, on: OnLoop, name: str, keys: Sequence[Any], args: Sequence[Any]
+    ) -> Any:
+        if not on.ready:
             await self.first_use_async(_hash_tag(keys[0]) if keys else None)
-        script = self.script(name)
-        lane = self._async_lane  # None with replicas, as for the sync lane
+        script = on.script(name, self.clock.shift_ms)
+        lane = on.lane  # None with replicas, as for the sync lane
         if lane is not None:
             return await lane.call(script, keys, args)
-        if script.sha not in self._loaded:
-            await self._load_async(script)
+        if script.sha not in on.loaded:
+            await self._load_async(on, script)
         if not self.replicas:
             return await script(keys=keys, args=args)
-        watch = self._watch
+        watch = on.watch
         if watch is not None:
             if watch.expired():
                 await watch.judge_async()
             identity = watch.without_wait()
             if identity is not None:
-                reply, info = await run_with_role_async(self.client, script, keys, args)
+                reply, info = await run_with_role_async(on.client, script, keys, args)
                 return self._as_successor(watch, identity, reply, info, keys)
         reply, acknowledged = await run_acknowledged_async(
-            self.client,
+            on.client,
             script,
             keys,
             args,
@@ -513,21 +554,57 @@ class Node(ForkSafe):
             acknowledged=0,
         )
 
-    def _first_use_lock(self) -> asyncio.Lock:
-        """The lock of the running event loop that first calls and script loads wait on."""
-        loop = asyncio.get_running_loop()
-        lock = self._first_use_locks.get(loop)
-        if lock is None:
-            lock = self._first_use_locks.setdefault(loop, asyncio.Lock())
-        return lock
-
-    async def _load_async(self, script: Any) -> None:
+    async def _load_async(self, on: OnLoop, script: Any) -> None:
         """Load ``script`` once before its first call: redis-py's asyncio cluster client can fail
         when several tasks answer the same ``NOSCRIPT`` at once."""
-        async with self._first_use_lock():
-            if script.sha not in self._loaded:
-                await self.client.script_load(script.script)
-                self._loaded.add(script.sha)
+        async with on.lock():
+            if script.sha not in on.loaded:
+                await on.client.script_load(script.script)
+                on.loaded.add(script.sha)
+
+    async def aclose(self) -> None:
+        """Close the connection pool of the running event loop's client (an asyncio node; the
+        node's own client if this loop has none), and forget it: a later call of this loop
+        opens a new one."""
+        client = self._loops.release()
+        closing = getattr(client, "aclose", None) or client.close
+        await closing()
+
+    def command(self, method: str, *args: Any) -> Any:
+        """The reply of the client's read command ``method`` (``"get"``, ``"bitcount"`` …) on
+        this node, sent once more on a fresh connection if the first one was stale."""
+        client = self.client
+        return self._reconnecting(lambda: getattr(client, method)(*args))
+
+    async def command_async(self, method: str, *args: Any) -> Any:
+        """`command` on a ``redis.asyncio`` client (the running event loop's)."""
+        on = self._loops.here()
+        return await self._reconnecting_async(on, lambda: getattr(on.client, method)(*args))
+
+    def _reconnecting(self, call: Callable[..., T], *args: Any) -> T:
+        """``call(*args)``; after an error of a stale connection (`is_stale`: the server
+        restarted, or closed an idle connection), the client's idle connections are closed and
+        the call is made once more, on a new connection. Every call of a node goes through here
+        (scripts, transactions fall back to their script, reads), so each reconnects alike."""
+        try:
+            return call(*args)
+        except BaseException as exc:
+            if not is_stale(exc):
+                raise
+        drop_idle_connections(self.client)
+        return call(*args)
+
+    async def _reconnecting_async(
+        self, on: OnLoop, call: Callable[..., Awaitable[T]], *args: Any
+    ) -> T:
+        """`_reconnecting` on the running event loop's client."""
+        try:
+            return await call(*args)
+        except BaseException as exc:
+            if not is_stale(exc):
+                raise
+        await drop_idle_connections_async(on.client)
+        return await call(*args)
 
     def _acknowledged(self, reply: Any, acknowledged: int, keys: Sequence[Any]) -> Any:
         """``reply``, unless fewer than ``replicas`` replicas acknowledged its write."""
@@ -559,14 +636,21 @@ class Node(ForkSafe):
             raise ConfigError(self._refusal, namespace=namespace, node=self.name)
 
     async def first_use_async(self, namespace: str | None = None) -> None:
-        """`first_use` on a ``redis.asyncio`` client; concurrent first calls wait for the
-        one that sets the client up."""
-        async with self._first_use_lock():  # one task sets the client up (a cluster's slot map)
-            if not self._checked and self._refusal is None:
-                initialize = getattr(self.client, "initialize", None)
+        """`first_use` on a ``redis.asyncio`` client, at each event loop's first call (its
+        client is set up there); concurrent first calls of a loop wait for the one that sets
+        the client up. The server is probed once, whichever loop comes first."""
+        on = self._loops.here()
+        async with on.lock():  # one task sets the client up (a cluster's slot map)
+            if not on.ready and self._refusal is None:
+                initialize = getattr(on.client, "initialize", None)
                 if initialize is not None:
                     await initialize()
-                self._judge(await probe_async(self.client, self.name))
+                if not self._checked:
+                    found = await probe_async(on.client, self.name)
+                    with self._lock:  # another loop's thread may have judged meanwhile
+                        if not self._checked and self._refusal is None:
+                            self._judge(found)
+                on.ready = self._checked
         if self._refusal is not None:
             raise ConfigError(self._refusal, namespace=namespace, node=self.name)
 

@@ -58,6 +58,10 @@ class Node(Protocol):
 
     async def transact_async(self, key: Any, commands: Commands) -> list[Any] | None: ...
 
+    def command(self, method: str, *args: Any) -> Any: ...
+
+    async def command_async(self, method: str, *args: Any) -> Any: ...
+
 
 class Effect:
     """One piece of I/O a plan asks its driver for."""
@@ -115,7 +119,9 @@ class Transact(Effect):
 
 
 class Command(Effect):
-    """Call the redis-py client method ``method`` (``"get"``, ``"hexists"`` …) of ``node``."""
+    """Call the redis-py client method ``method`` (``"get"``, ``"hexists"`` …: a read, which
+    may be sent twice) of ``node`` (``Node.command``: a stale connection is renewed as for a
+    script)."""
 
     __slots__ = ("args", "method", "node")
 
@@ -125,10 +131,10 @@ class Command(Effect):
         self.args = args
 
     def run(self) -> Any:
-        return getattr(self.node.client, self.method)(*self.args)
+        return self.node.command(self.method, *self.args)
 
     async def run_async(self) -> Any:
-        return await getattr(self.node.client, self.method)(*self.args)
+        return await self.node.command_async(self.method, *self.args)
 
 
 class CallFloor(Effect):

@@ -1,0 +1,188 @@
+"""One ``AsyncRedisIds`` on several event loops: a ``redis.asyncio`` client per running loop.
+
+A ``redis.asyncio`` client, its connection pool and every connection in it belong to the event
+loop that first used them: redis-py's pool lock and each connection's stream are bound to that
+loop, and another loop that touches them fails with ``RuntimeError`` ("... is bound to a
+different event loop", "attached to a different loop", "Event loop is closed"). redis-py's answer
+is one client per loop. An asyncio node does that for its user: the first loop that calls uses
+the client the node was given, and every other loop a *twin*, a client built with the same
+connection settings and pool class (a Sentinel service's twin asks twins of its Sentinels, a
+Redis Cluster's starts from the nodes the client knows), made at that loop's first call and
+dropped once the loop has closed. So a sync application that runs ``asyncio.run()`` per request,
+test suites with a loop per test, and threads that each run their own loop all work with one
+``AsyncRedisIds``.
+
+Each loop keeps its own `OnLoop`: the client, the scripts registered on it, its fast lane, the
+lock first calls wait on and its Sentinel watch. Finding it costs one ``get_running_loop()``
+and one identity check while the same loop keeps calling (the common case).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import os
+import threading
+import weakref
+from collections.abc import Callable
+from typing import Any
+
+from redis.asyncio import Redis as AsyncRedis
+from redis.asyncio.cluster import ClusterNode
+from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
+from redis.asyncio.connection import BlockingConnectionPool, SSLConnection
+from redis.asyncio.sentinel import Sentinel as AsyncSentinel
+from redis.asyncio.sentinel import SentinelConnectionPool
+from redis.commands.core import Script
+
+from sa_redis_ids.errors import ConfigError
+from sa_redis_ids.redis.fastlane import AsyncLane
+from sa_redis_ids.redis.scripts import script_source
+from sa_redis_ids.redis.switchover import MasterWatch
+
+#: Connection options a pool adds for itself (they name the pool they belong to).
+_POOL_OWN = ("maint_notifications_pool_handler", "connection_pool")
+
+
+def twin_client(client: Any, *, node: str) -> Any:
+    """A new ``redis.asyncio`` client like ``client`` (same pool class, connection class and
+    settings, no connection yet) for another event loop; a cluster client's twin starts from
+    the nodes the client knows."""
+    if hasattr(client, "nodes_manager"):
+        return _cluster_twin(client, node=node)
+    pool = client.connection_pool
+    kwargs = {key: value for key, value in pool.connection_kwargs.items() if key not in _POOL_OWN}
+    kwargs["connection_class"] = pool.connection_class
+    kwargs["max_connections"] = pool.max_connections
+    twin: Any
+    if isinstance(pool, SentinelConnectionPool):
+        manager = pool.sentinel_manager
+        sentinels = AsyncSentinel.__new__(AsyncSentinel)
+        sentinels.__dict__.update(manager.__dict__)
+        sentinels.sentinels = [twin_client(each, node=node) for each in manager.sentinels]
+        twin = SentinelConnectionPool(  # type: ignore[no-untyped-call]
+            pool.service_name,
+            sentinels,
+            is_master=pool.is_master,
+            check_connection=pool.check_connection,
+            **kwargs,
+        )
+    elif isinstance(pool, BlockingConnectionPool):
+        twin = type(pool)(timeout=pool.timeout, **kwargs)
+    else:
+        twin = type(pool)(**kwargs)
+    made = AsyncRedis(connection_pool=twin)
+    made.auto_close_connection_pool = True  # the twin's pool is the library's: closed with it
+    return made
+
+
+def _cluster_twin(client: AsyncRedisCluster, *, node: str) -> AsyncRedisCluster:
+    """`twin_client` of an asyncio ``RedisCluster``: its connection options (those its
+    constructor takes), retry policy and routing options, from every node it knows."""
+    taken = inspect.signature(AsyncRedisCluster.__init__).parameters
+    options = {
+        key: value
+        for key, value in client.connection_kwargs.items()
+        if key in taken and key not in ("host", "port", "startup_nodes")
+    }
+    if issubclass(client.connection_kwargs.get("connection_class", object), SSLConnection):
+        options["ssl"] = True
+    if client.read_from_replicas:  # (deprecated by redis-py: passed only when set)
+        options["read_from_replicas"] = True
+    known = client.get_nodes() or list(client.nodes_manager.startup_nodes.values())
+    if not known:
+        raise ConfigError("the Redis Cluster client knows no node to start from", node=node)
+    return AsyncRedisCluster(
+        startup_nodes=[ClusterNode(each.host, each.port) for each in known],
+        require_full_coverage=client.nodes_manager.require_full_coverage,
+        load_balancing_strategy=client.load_balancing_strategy,
+        reinitialize_steps=client.reinitialize_steps,
+        retry=client.retry,
+        **options,
+    )
+
+
+class OnLoop:
+    """What an asyncio node keeps for one event loop: its client and what is bound to it."""
+
+    __slots__ = ("client", "first_use", "lane", "loaded", "ready", "scripts", "watch")
+
+    def __init__(self, client: Any, *, lanes: bool):
+        self.client = client
+        self.scripts: dict[str, Script] = {}
+        """Scripts registered on this client, by name (and clock shift)."""
+        self.loaded: set[str] = set()
+        """Digests of the scripts loaded before their first call (general path)."""
+        self.lane = AsyncLane(client) if lanes else None
+        self.watch = MasterWatch.of(client)
+        self.first_use: asyncio.Lock | None = None
+        """The lock this loop's first calls and script loads wait on (made on the loop)."""
+        self.ready = False
+        """Whether this loop's client was set up (a cluster's slot map) and the node probed."""
+
+    def script(self, name: str, shift_ms: int) -> Script:
+        """The registered script ``name`` on this loop's client."""
+        key = name if not shift_ms else f"{name}@{shift_ms}"
+        found = self.scripts.get(key)
+        if found is None:
+            found = self.scripts[key] = self.client.register_script(script_source(name, shift_ms))
+        return found
+
+    def lock(self) -> asyncio.Lock:
+        """`first_use`, made at the first need (on this loop)."""
+        if self.first_use is None:
+            self.first_use = asyncio.Lock()
+        return self.first_use
+
+
+class PerLoop:
+    """The `OnLoop` of each running event loop for one asyncio node's ``client``: the client
+    itself for the first loop that calls, a `twin_client` for each other (see the module)."""
+
+    def __init__(self, client: Any, *, name: Callable[[], str], lanes: bool):
+        self.client = client
+        self.name = name
+        """The node's name (for errors), asked when needed."""
+        self.lanes = lanes
+        self._states: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, OnLoop] = (
+            weakref.WeakKeyDictionary()
+        )
+        self._last: tuple[asyncio.AbstractEventLoop | None, OnLoop | None] = (None, None)
+        self._home_taken = False
+        self._lock = threading.Lock()
+        self._pid = os.getpid()
+
+    def here(self) -> OnLoop:
+        """The running loop's `OnLoop` (made at its first call)."""
+        loop = asyncio.get_running_loop()
+        last = self._last
+        if last[0] is loop:
+            return last[1]  # type: ignore[return-value]
+        return self._find(loop)
+
+    def _find(self, loop: asyncio.AbstractEventLoop) -> OnLoop:
+        with self._lock:
+            if self._pid != os.getpid():  # a forked child: nothing of its parent's loops
+                self._states = weakref.WeakKeyDictionary()
+                self._pid = os.getpid()
+            state = self._states.get(loop)
+            if state is None:
+                for old in [old for old in list(self._states) if old.is_closed()]:
+                    del self._states[old]  # its connections went with it
+                if self._home_taken:
+                    client = twin_client(self.client, node=self.name())
+                else:
+                    client, self._home_taken = self.client, True
+                state = self._states[loop] = OnLoop(client, lanes=self.lanes)
+            self._last = (loop, state)
+            return state
+
+    def release(self) -> Any:
+        """The running loop's client, forgotten (to be closed): the next call of this loop
+        makes a new one. The node's own client when this loop has none."""
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            state = self._states.pop(loop, None)
+            if self._last[0] is loop:
+                self._last = (None, None)
+        return self.client if state is None else state.client
