@@ -38,11 +38,12 @@ from typing import Any
 import pytest
 import redis
 from prometheus_client import CollectorRegistry
+from redis.cluster import RedisCluster
 
 from sa_redis_ids import Buffering, RedisIds
 from sa_redis_ids.metrics import enable_prometheus
 from tests.support.forking import child_call_status
-from tests.support.servers import RedisServer
+from tests.support.servers import RedisClusterProcesses, RedisServer
 from tests.support.services import REDIS_URL
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
@@ -84,8 +85,13 @@ class Round:
         self.loop(namespace, lambda: found.append(generator.next_id()))
 
 
-def start_round(prefix: str, monkeypatch: pytest.MonkeyPatch, metrics_dir: str) -> Round:
-    ids = RedisIds.from_url(REDIS_URL, prefix=prefix)
+def start_round(
+    make_ids: Callable[[str], RedisIds],
+    prefix: str,
+    monkeypatch: pytest.MonkeyPatch,
+    metrics_dir: str,
+) -> Round:
+    ids = make_ids(prefix)
     generators = {
         "buffered": ids.sequence("buffered", block=Buffering(8, max_block=8)),
         "shared": ids.sequence("shared"),
@@ -149,14 +155,17 @@ def prefix(real_redis: redis.Redis) -> Iterator[str]:
         real_redis.delete(key)
 
 
-@pytest.mark.parametrize("seed", SEEDS)
-def test_a_child_forked_at_random_moments_of_every_background_activity_draws_unique_values(
-    seed: int, prefix: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+def run_seed(
+    seed: int,
+    make_ids: Callable[[str], RedisIds],
+    prefix: str,
+    monkeypatch: pytest.MonkeyPatch,
+    metrics_dir: str,
 ) -> None:
     rng = random.Random(seed)
     for round_ in range(ROUNDS):
         # keys of its own: the maintenance lease of the round before is not waited for
-        state = start_round(f"{prefix}r{round_}", monkeypatch, str(tmp_path))
+        state = start_round(make_ids, f"{prefix}r{round_}", monkeypatch, metrics_dir)
         try:
             time.sleep(rng.uniform(0.0, 0.025))
             status, child = fork_and_draw(state)
@@ -172,6 +181,34 @@ def test_a_child_forked_at_random_moments_of_every_background_activity_draws_uni
             found = child[name] + state.drawn.get(name, [])
             assert len(child[name]) == CHILD_DRAWS
             assert len(set(found)) == len(found), f"{where}: {name} issued a value twice"
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_a_child_forked_at_random_moments_of_every_background_activity_draws_unique_values(
+    seed: int, prefix: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+) -> None:
+    def make_ids(prefix: str) -> RedisIds:
+        return RedisIds.from_url(REDIS_URL, prefix=prefix)
+
+    run_seed(seed, make_ids, prefix, monkeypatch, str(tmp_path))
+
+
+def test_a_child_forked_at_random_moments_on_a_cluster_draws_unique_values(
+    redis_cluster: RedisClusterProcesses,
+    cluster_client: RedisCluster,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Any,
+) -> None:
+    # a cluster client's nodes manager and per-node pools have locks of their own
+    def make_ids(prefix: str) -> RedisIds:
+        return RedisIds.from_url(redis_cluster.url, prefix=prefix, cluster=True)
+
+    prefix = f"fork{uuid.uuid4().hex[:10]}"
+    try:
+        run_seed(SEEDS[0], make_ids, prefix, monkeypatch, str(tmp_path))
+    finally:
+        for key in cluster_client.scan_iter(match=f"{prefix}*"):
+            cluster_client.delete(key)
 
 
 def in_function(thread: threading.Thread, name: str) -> bool:
