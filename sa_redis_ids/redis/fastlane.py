@@ -26,7 +26,10 @@ of its transactions writes.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
+import functools
+import inspect
 import os
 import threading
 import weakref
@@ -50,6 +53,23 @@ FALLBACK_ERRORS: tuple[type[BaseException], ...] = (
     TryAgainError,
     ClusterDownError,
 )
+
+
+@functools.cache
+def _names_command(pool_type: Any) -> bool:
+    """Whether ``pool_type.get_connection`` requires a command name: redis-py before 5.3 (sync and
+    asyncio pools alike) does; later releases take none and warn when given one."""
+    parameter = inspect.signature(pool_type.get_connection).parameters.get("command_name")
+    return parameter is not None and parameter.default is inspect.Parameter.empty
+
+
+def checkout(pool: Any) -> Any:
+    """A connection of ``pool`` (sync), or for an asyncio pool the awaitable of one, called the
+    way the installed redis-py wants it."""
+    pool_type: Any = type(pool)
+    if _names_command(pool_type):
+        return pool.get_connection("EVALSHA")
+    return pool.get_connection()
 
 
 _BULK: dict[str, bytes] = {}
@@ -229,9 +249,39 @@ class _Held:
     def __del__(self) -> None:  # the thread ended
         connection, self.connection = self.connection, None
         if connection is not None and self.pid == os.getpid():
+            if not isinstance(getattr(self.pool, "_lock", None), _RLOCK):
+                # older redis-py (5.0) guards its pool with a plain lock, which this very thread
+                # may hold right now (a collection run inside the pool's make_connection): give
+                # the connection back at the next lane checkout instead of deadlocking here
+                _ORPHANS.append((self.pool, connection))
+                return
             with contextlib.suppress(Exception):  # interpreter shutdown
                 self.pool.release(connection)
                 SHARES.give_back(self.pool)
+
+
+_RLOCK = type(threading.RLock())
+
+_ORPHANS: collections.deque[tuple[Any, Any]] = collections.deque()
+"""Connections of ended threads waiting to go back to a pool that may not be entered from a
+finalizer (see `_Held.__del__`); `_release_orphans` gives them back."""
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_ORPHANS.clear)  # the parent's connections
+
+
+def _release_orphans() -> None:
+    """Give the connections in `_ORPHANS` back to their pools (outside any pool lock)."""
+    while _ORPHANS:
+        try:
+            pool, connection = _ORPHANS.popleft()
+        except IndexError:  # another thread took the last one
+            return
+        try:
+            with contextlib.suppress(Exception):
+                pool.release(connection)
+        finally:
+            SHARES.give_back(pool)
 
 
 class FastLane:
@@ -265,13 +315,12 @@ class FastLane:
         found = held.get(id(pool))
         if found is not None and found.connection is not None and found.pid == os.getpid():
             return found
+        if _ORPHANS:
+            _release_orphans()
         if not SHARES.take(pool):
             return None
         try:
-            try:
-                connection = pool.get_connection()
-            except TypeError:  # redis-py before 5.3 names the command
-                connection = pool.get_connection("EVALSHA")
+            connection = checkout(pool)
         except BaseException:
             SHARES.give_back(pool)
             raise
@@ -391,7 +440,7 @@ class AsyncLane:
         if kept:
             SHARES.give_back(self.pool)
             return kept.pop(), kept
-        return await self.pool.get_connection(), kept
+        return await checkout(self.pool), kept
 
     async def _release_closed(self) -> None:
         """Close and hand back the connections kept for event loops that have closed."""
