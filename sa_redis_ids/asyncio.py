@@ -19,10 +19,24 @@ users = ids.sequence("users")
 user_id = await users.next_id()
 ```
 
-Like the ``redis.asyncio`` clients it holds, an ``AsyncRedisIds`` serves one event loop at a time
-(the application's): making it at import time is fine, since connections open at the first call,
-but several loops using it, one after another or at once, is not. The scheduled maintenance job
-and the command line run on the sync [`RedisIds`][sa_redis_ids.RedisIds] against the same Redis;
+**Several event loops.** A ``redis.asyncio`` client belongs to the event loop that first used it
+(redis-py raises ``RuntimeError`` when another loop touches it), but an ``AsyncRedisIds`` may be
+used from any number of loops, one after another or at once: a sync application that runs
+``asyncio.run()`` per request or per task, a test suite with a loop per test, threads that each
+run their own loop. The first loop that calls uses the client the instance was given; each other
+loop gets a client of its own with the same settings (pool class and size, timeouts, TLS, the
+Sentinels or the cluster's nodes), opened at that loop's first call and let go once the loop has
+closed. Values stay unique over all of them. Making the instance at import time is fine, since
+connections open at the first call. ``await ids.aclose()`` closes the connections of the loop it
+runs on. A buffered generator (``block=``) keeps its buffer for one loop at a time, the first that
+calls until it closes (the next loop then takes the buffer over); meanwhile the other loops draw
+from Redis directly, one round trip per call.
+
+**After a Redis restart** every method reconnects on its own: a call that finds its connection
+closed (the server restarted, or a proxy closed an idle connection) is sent once more on a new
+connection, and the node is not marked down for it.
+
+The scheduled maintenance job and the command line run on the sync [`RedisIds`][sa_redis_ids.RedisIds] against the same Redis;
 an asyncio application may also await a generator's ``purge_before``/``precreate`` itself.
 """
 

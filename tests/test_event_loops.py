@@ -16,6 +16,7 @@ import pytest
 
 from sa_redis_ids.asyncio import AsyncRedisIds
 from tests.conftest import Backend
+from tests.support.services import REDIS_URL
 from tests.test_asyncio_front import _async_ids
 
 THREADS = 8
@@ -99,3 +100,13 @@ def test_each_loop_closes_its_own_connections(backend: Backend) -> None:
 
     drawn = [asyncio.run(draw_and_close()) for _ in range(3)]
     assert drawn == sorted(set(drawn))
+
+
+def test_the_event_loops_benchmark_reports_both_loops(real_redis: Any) -> None:
+    from benchmarks import event_loops
+
+    result = event_loops.run(REDIS_URL, calls=20)
+    assert set(result["rows"]) == {"first loop (the given client)", "a later loop (its own client)"}
+    for row in result["rows"].values():
+        assert row["x_ping"] > 0 and row["lookup_ns"] > 0
+    assert "× PING" in event_loops.render(result)
