@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import uuid
 from typing import Any
 
 import pytest
@@ -17,6 +18,7 @@ import pytest
 from sa_redis_ids.asyncio import AsyncRedisIds
 from tests.conftest import Backend
 from tests.support.services import REDIS_URL
+from tests.support.topologies import SentinelTopology
 from tests.test_asyncio_front import _async_ids
 
 THREADS = 8
@@ -110,3 +112,15 @@ def test_the_event_loops_benchmark_reports_both_loops(real_redis: Any) -> None:
     for row in result["rows"].values():
         assert row["x_ping"] > 0 and row["lookup_ns"] > 0
     assert "× PING" in event_loops.render(result)
+
+
+def test_threads_with_their_own_loops_share_one_sentinel_instance(
+    sentinel_topology: SentinelTopology,
+) -> None:
+    sentinel_topology.wait_replicas_in_sync()
+    ids = AsyncRedisIds.from_sentinel(
+        sentinel_topology.addresses, sentinel_topology.service, prefix=f"l{uuid.uuid4().hex[:8]}"
+    )
+    values, errors = _draw_from_loops(ids, lambda ids: ids.sequence("loops"))
+    assert errors == []
+    assert sorted(values) == list(range(1, THREADS * 2 * 3 * 9 + 1))
