@@ -46,7 +46,11 @@ from tests.support.forking import child_call_status
 from tests.support.servers import RedisClusterProcesses, RedisServer
 from tests.support.services import REDIS_URL
 
-pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+pytestmark = [
+    pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork"),
+    # Python 3.12+ warns at every fork of a process with threads: what this file tests
+    pytest.mark.filterwarnings("ignore:This process .* is multi-threaded:DeprecationWarning"),
+]
 
 SEEDS = [int(s) for s in os.environ.get("SA_REDIS_IDS_FORK_SEEDS", "11,23,37").split(",")]
 ROUNDS = 12
