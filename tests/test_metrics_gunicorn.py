@@ -5,6 +5,7 @@ values of all workers added up, and a worker that exits leaves the live gauges (
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -73,6 +74,13 @@ def _up(server: Server) -> bool:
 
 @pytest.fixture
 def gunicorn(real_redis: redis.Redis, tmp_path: Path) -> Iterator[Server]:
+    with started_gunicorn(real_redis, tmp_path) as server:
+        yield server
+
+
+@contextlib.contextmanager
+def started_gunicorn(real_redis: redis.Redis, tmp_path: Path, *options: str) -> Iterator[Server]:
+    """The example under gunicorn (with ``options``), its second node down."""
     prefix = f"g{uuid.uuid4().hex[:10]}"
     port = free_port()
     late = RedisServer()  # its port is chosen, nothing listens there yet: a node that is down
@@ -86,7 +94,7 @@ def gunicorn(real_redis: redis.Redis, tmp_path: Path) -> Iterator[Server]:
         "BIND": f"{HOST}:{port}",
     }
     process = subprocess.Popen(
-        [sys.executable, "-m", "gunicorn", "-c", "gunicorn.conf.py", "app:app"],
+        [sys.executable, "-m", "gunicorn", "-c", "gunicorn.conf.py", *options, "app:app"],
         cwd=EXAMPLE,
         env=env,
         stdout=subprocess.DEVNULL,
@@ -175,6 +183,20 @@ def test_one_scrape_shows_every_series_added_up_over_four_workers_and_an_exited_
     os.kill(victim, signal.SIGTERM)  # a worker of the gunicorn this test started
     left = f"sa_redis_ids_buffered_ids{{{ORDERS}}} {float(sum(held.values()) - held[victim])}"
     _wait_for(lambda: left in gunicorn.scrape(), "the exited worker's buffered values to go")
+
+
+def test_workers_forked_from_a_preloaded_app_that_reports_metrics_answer_and_add_up(
+    real_redis: redis.Redis, tmp_path: Path
+) -> None:
+    # --preload: the app (its RedisIds, its metrics refresh thread) is made in the server's
+    # process, and every worker is forked from it
+    with started_gunicorn(real_redis, tmp_path, "--preload") as server:
+        answers = _draw_from_every_worker(server)
+        orders = [answer["order"] for answer in answers]
+        members = [answer["member"] for answer in answers]
+        assert len(set(orders)) == len(orders) and len(set(members)) == len(members)
+        handed_out = f"sa_redis_ids_handed_out_total{{{ORDERS}}} {float(len(orders))}"
+        _wait_for(lambda: handed_out in server.scrape(), "every worker's refreshed series")
 
 
 SCRAPE_WITH_A_FILE_BEING_CREATED = """
