@@ -137,6 +137,18 @@ class ScriptError(SaRedisIdsError):
     """A Lua script returned a code this version does not know (a bug or a version mismatch)."""
 
 
+class NotDurable(RedisUnavailable):
+    """A script ran, but the server did not confirm within ``durable_timeout`` that its
+    append-only file on disk holds the write (``WAITAOF``).
+
+    Raised with ``durable=True`` (see [`RedisIds`][sa_redis_ids.RedisIds]): a write not yet on
+    disk is lost if the server crashes and restarts from that file, which would then issue the same
+    values again. The values that script issued are dropped (gaps, never handed out). A subclass
+    of [`RedisUnavailable`][sa_redis_ids.RedisUnavailable], so a call moves on to another node
+    where there is one.
+    """
+
+
 class ReplicasNotAcknowledged(RedisUnavailable):
     """A script ran on a master, but fewer than ``required`` replicas acknowledged its write in time.
 

@@ -42,7 +42,12 @@ from sa_redis_ids.redis.connect import (
     socket_timeout_of,
 )
 from sa_redis_ids.redis.nodes import Node, NodeSet
-from sa_redis_ids.redis.replication import DEFAULT_REPLICA_TIMEOUT, check_replica_options
+from sa_redis_ids.redis.replication import (
+    DEFAULT_DURABLE_TIMEOUT,
+    DEFAULT_REPLICA_TIMEOUT,
+    check_durable_options,
+    check_replica_options,
+)
 from sa_redis_ids.secret import Secret
 from sa_redis_ids.validation import check_bool, check_seconds
 
@@ -93,6 +98,8 @@ class RedisIdsBase(ForkSafe):
         replicas: int = 0,
         replica_timeout: float = DEFAULT_REPLICA_TIMEOUT,
         strict: bool = False,
+        durable: bool = False,
+        durable_timeout: float = DEFAULT_DURABLE_TIMEOUT,
     ):
         clients = list(client) if isinstance(client, (list, tuple)) else [client]
         if not clients:
@@ -124,6 +131,8 @@ class RedisIdsBase(ForkSafe):
             replicas=replicas,
             replica_timeout=replica_timeout,
             strict=strict,
+            durable=durable,
+            durable_timeout=durable_timeout,
         )
         self._generators: Recent[tuple[str, str], IdGenerator[Any]] = Recent(GENERATORS_KEPT)
         """The generators made, by (strategy, namespace): the most recently asked kept, the others
@@ -150,12 +159,15 @@ class RedisIdsBase(ForkSafe):
         replicas: int = 0,
         replica_timeout: float = DEFAULT_REPLICA_TIMEOUT,
         strict: bool = False,
+        durable: bool = False,
+        durable_timeout: float = DEFAULT_DURABLE_TIMEOUT,
         **redis_kwargs: Any,
     ) -> Ids:
         """One node from a ``redis://``, ``rediss://`` or ``unix://`` URL (``cluster=True``: a
         cluster). ``retry_after``: seconds a node that failed is passed over (as for every
         constructor)."""
         check_replica_options(replicas, replica_timeout)
+        check_durable_options(durable, durable_timeout)
         client = client_from_url(
             url,
             asynchronous=cls.asynchronous,
@@ -171,6 +183,8 @@ class RedisIdsBase(ForkSafe):
             replicas=replicas,
             replica_timeout=replica_timeout,
             strict=strict,
+            durable=durable,
+            durable_timeout=durable_timeout,
         )
 
     @classmethod
@@ -185,10 +199,13 @@ class RedisIdsBase(ForkSafe):
         replicas: int = 0,
         replica_timeout: float = DEFAULT_REPLICA_TIMEOUT,
         strict: bool = False,
+        durable: bool = False,
+        durable_timeout: float = DEFAULT_DURABLE_TIMEOUT,
         **redis_kwargs: Any,
     ) -> Ids:
         """N independent nodes. Keep the order fixed: node k's index is its place in this list."""
         check_replica_options(replicas, replica_timeout)
+        check_durable_options(durable, durable_timeout)
         if isinstance(urls, str) or not urls:
             raise ConfigError("from_urls needs a non-empty list of Redis URLs")
         if len(set(urls)) != len(urls):
@@ -210,6 +227,8 @@ class RedisIdsBase(ForkSafe):
             replicas=replicas,
             replica_timeout=replica_timeout,
             strict=strict,
+            durable=durable,
+            durable_timeout=durable_timeout,
         )
 
     @classmethod
@@ -225,6 +244,8 @@ class RedisIdsBase(ForkSafe):
         replicas: int = SENTINEL_REPLICAS,
         replica_timeout: float = DEFAULT_REPLICA_TIMEOUT,
         strict: bool = False,
+        durable: bool = False,
+        durable_timeout: float = DEFAULT_DURABLE_TIMEOUT,
         sentinel_kwargs: dict[str, Any] | None = None,
         **redis_kwargs: Any,
     ) -> Ids:
@@ -259,6 +280,7 @@ class RedisIdsBase(ForkSafe):
         master issues the same values again.
         """
         check_replica_options(replicas, replica_timeout)
+        check_durable_options(durable, durable_timeout)
         client = client_from_sentinel(
             sentinels,
             service_name,
@@ -275,20 +297,31 @@ class RedisIdsBase(ForkSafe):
             replicas=replicas,
             replica_timeout=replica_timeout,
             strict=strict,
+            durable=durable,
+            durable_timeout=durable_timeout,
         )
 
     @classmethod
     def embedded(
-        cls: type[Ids], *, prefix: str = DEFAULT_PREFIX, replicas: int = 0, strict: bool = False
+        cls: type[Ids],
+        *,
+        prefix: str = DEFAULT_PREFIX,
+        replicas: int = 0,
+        strict: bool = False,
+        durable: bool = False,
     ) -> Ids:
         """An in-process fakeredis (needs the ``embedded`` extra); its data dies with the process.
 
-        It has no replicas (``replicas`` must be 0) and never evicts (``strict`` changes nothing).
+        It has no replicas (``replicas`` must be 0), no append-only file (``durable`` must be
+        False) and never evicts (``strict`` changes nothing).
         """
         check_replica_options(replicas, DEFAULT_REPLICA_TIMEOUT)
+        check_durable_options(durable, DEFAULT_DURABLE_TIMEOUT)
         check_bool("strict", strict)
         if replicas:
             raise ConfigError("the embedded Redis has no replicas: replicas must be 0")
+        if durable:
+            raise ConfigError("the embedded Redis has no append-only file: durable must be False")
         return cls(embedded_client(cls.asynchronous), prefix=prefix, strict=strict)
 
     @classmethod
@@ -473,6 +506,13 @@ class RedisIds(RedisIdsBase):
       re-issue them. Fewer acknowledgements within ``replica_timeout`` seconds raise
       [`ReplicasNotAcknowledged`][sa_redis_ids.ReplicasNotAcknowledged] and the values are dropped. ``replica_timeout``
       must be shorter than the client's socket timeout. ``0`` (the default) waits for nothing.
+    - ``durable=True``: hand out only values whose write the server's append-only file on disk
+      holds (``WAITAOF 1 0``, sent in the same round trip as the script; Redis 7.2+ or Valkey with
+      ``appendonly yes``, else refused with [`ConfigError`][sa_redis_ids.ConfigError] at the
+      node's first use), so a crash and a restart from that file cannot re-issue them. No
+      confirmation within ``durable_timeout`` seconds (0.5 by default, shorter than the client's
+      socket timeout) raises [`NotDurable`][sa_redis_ids.NotDurable] and the values are dropped
+      (a gap). With ``block=`` the wait is once per block. Not with ``replicas=N``.
     - ``strict=True``: refuse with [`ConfigError`][sa_redis_ids.ConfigError], instead of a logged warning,
       a Redis whose ``maxmemory-policy`` can evict the library's keys (checked at each node's first
       use; skipped where ``CONFIG GET`` is not allowed).

@@ -48,6 +48,7 @@ from redis.sentinel import MasterNotFoundError, SentinelConnectionPool
 from sa_redis_ids.errors import (
     ConfigError,
     ConnectionPoolFull,
+    NotDurable,
     RedisUnavailable,
     ReplicasNotAcknowledged,
     SaRedisIdsError,
@@ -69,11 +70,15 @@ from sa_redis_ids.redis.loops import OnLoop, PerLoop
 from sa_redis_ids.redis.plans import Commands, Plan, now, run_plan
 from sa_redis_ids.redis.refusals import refusal_of
 from sa_redis_ids.redis.replication import (
+    DEFAULT_DURABLE_TIMEOUT,
     DEFAULT_REPLICA_TIMEOUT,
+    check_durable_options,
     check_replica_options,
     check_wait_fits,
     run_acknowledged,
     run_acknowledged_async,
+    run_durable,
+    run_durable_async,
     run_with_role,
     run_with_role_async,
     wait_milliseconds,
@@ -270,7 +275,9 @@ class Node(ForkSafe):
     position in the set.
 
     ``replicas``/``replica_timeout``: how many replicas must acknowledge each script's write, and how
-    long to wait for them. ``strict``: refuse, rather than warn about, an eviction policy that can
+    long to wait for them. ``durable``/``durable_timeout``: whether each script's write must be in
+    the server's append-only file on disk (``WAITAOF``) before its values go out, and how long to
+    wait for that. ``strict``: refuse, rather than warn about, an eviction policy that can
     evict the library's keys, or a guarantee the server cannot give (see
     `sa_redis_ids.redis.capabilities`).
     """
@@ -286,6 +293,8 @@ class Node(ForkSafe):
         replica_timeout: float = DEFAULT_REPLICA_TIMEOUT,
         strict: bool = False,
         clock: RedisClock | None = None,
+        durable: bool = False,
+        durable_timeout: float = DEFAULT_DURABLE_TIMEOUT,
     ):
         refuse_foreign_client(client)
         self.client = client
@@ -306,6 +315,10 @@ class Node(ForkSafe):
         if self.replicas:
             check_wait_fits(client, self.replica_timeout, node=self.name)
         self._wait_ms = wait_milliseconds(self.replica_timeout)
+        self.durable, self.durable_timeout = check_durable_options(durable, durable_timeout)
+        self._aof_ms = wait_milliseconds(self.durable_timeout)
+        if self.durable:
+            self._check_durable(client)
         self._scripts: dict[str, Script] = {}
         self._lock = threading.Lock()
         self._checked = False
@@ -324,11 +337,12 @@ class Node(ForkSafe):
                 "WAIT",
                 node=self.name,
             )
-        self._lane = FastLane(client) if not self.replicas and FastLane.supports(client) else None
+        waits = bool(self.replicas) or self.durable  # WAIT/WAITAOF go the pipelined way
+        self._lane = FastLane(client) if not waits and FastLane.supports(client) else None
         self._loops = PerLoop(
             client,
             name=lambda: self.name,
-            lanes=not self.replicas and AsyncLane.supports(client),
+            lanes=not waits and AsyncLane.supports(client),
         )
         """An asyncio node's client, scripts, fast lane and watch per running event loop
         (`sa_redis_ids.redis.loops`)."""
@@ -336,6 +350,35 @@ class Node(ForkSafe):
         """For a Sentinel client: after a failed call, ask the Sentinels whether the master moved
         and close the connections to the old one ([`sa_redis_ids.redis.switchover`][sa_redis_ids.redis.switchover])."""
         self.watch_forks()
+
+    def _check_durable(self, client: Any) -> None:
+        """Refuse ``durable=True`` where it cannot be served: the embedded Redis (no append-only
+        file), together with ``replicas=N``, an asyncio cluster, a ``durable_timeout`` the
+        socket timeout would cut short."""
+        if is_embedded(client):
+            raise ConfigError(
+                "the embedded Redis has no append-only file: durable must be False",
+                node="embedded",
+            )
+        if self.replicas:
+            raise ConfigError(
+                f"durable=True and replicas={self.replicas} cannot be combined: choose one "
+                "(replicas=N covers a failover, durable=True a crash and restart of the server)",
+                node=self.name,
+            )
+        if is_async_client(client) and hasattr(client, "get_primaries"):
+            raise ConfigError(
+                "durable=True needs a sync RedisCluster: an asyncio cluster pipeline cannot carry "
+                "WAITAOF",
+                node=self.name,
+            )
+        check_wait_fits(
+            client,
+            self.durable_timeout,
+            node=self.name,
+            option="durable_timeout",
+            command="WAITAOF",
+        )
 
     def after_fork_in_child(self) -> None:
         """A forked child renews the node's locks and its client's pool locks: a thread of the
@@ -413,6 +456,9 @@ class Node(ForkSafe):
         lane = self._lane  # None with replicas: their WAIT goes the pipelined way below
         if lane is not None:
             return lane.call(script, keys, args)
+        if self.durable:
+            reply, fsynced = run_durable(self.client, script, keys, args, timeout_ms=self._aof_ms)
+            return self._persisted(reply, fsynced, keys)
         if not self.replicas:
             return script(keys=keys, args=args)
         watch = self._watch
@@ -509,6 +555,11 @@ class Node(ForkSafe):
             return await lane.call(script, keys, args)
         if script.sha not in on.loaded:
             await self._load_async(on, script)
+        if self.durable:
+            reply, fsynced = await run_durable_async(
+                on.client, script, keys, args, timeout_ms=self._aof_ms
+            )
+            return self._persisted(reply, fsynced, keys)
         if not self.replicas:
             return await script(keys=keys, args=args)
         watch = on.watch
@@ -619,6 +670,17 @@ class Node(ForkSafe):
             )
         return reply
 
+    def _persisted(self, reply: Any, fsynced: int, keys: Sequence[Any]) -> Any:
+        """``reply``, unless ``WAITAOF`` found its write not in the append-only file on disk."""
+        if fsynced < 1 and _is_ok(reply):
+            raise NotDurable(
+                f"the server did not confirm within {self._aof_ms} ms that its append-only file "
+                "on disk holds the write; its values are dropped",
+                namespace=_hash_tag(keys[0]) if keys else None,
+                node=self.name,
+            )
+        return reply
+
     def first_use(self, namespace: str | None = None) -> None:
         """Probe, once per node, what the server allows (`capabilities`), and check that Redis
         will not evict the library's keys.
@@ -662,6 +724,16 @@ class Node(ForkSafe):
         self.capabilities = found
         risk = risk_of(found.eviction_policies)
         self._may_evict = risk is not None or not found.eviction_known
+        if self.durable and not (found.waitaof and found.aof is not False):
+            why = (
+                f"its append-only file is off: set appendonly yes on Redis node {self.name}"
+                if found.waitaof
+                else f"Redis node {self.name} refused it "
+                f"({found.refused.get('WAITAOF', 'not allowed')}): it needs Redis 7.2+ or "
+                "Valkey, and +waitaof in the library's ACL user"
+            )
+            self._refusal = f"durable=True needs WAITAOF, and {why}"
+            return
         if self.replicas and not found.wait:
             self._refusal = (
                 f"replicas={self.replicas} needs WAIT, which Redis node {self.name} refused "
@@ -716,6 +788,8 @@ class NodeSet(ForkSafe):
         replicas: int = 0,
         replica_timeout: float = DEFAULT_REPLICA_TIMEOUT,
         strict: bool = False,
+        durable: bool = False,
+        durable_timeout: float = DEFAULT_DURABLE_TIMEOUT,
     ):
         if not clients:
             raise ValueError("at least one Redis client is needed")
@@ -732,6 +806,8 @@ class NodeSet(ForkSafe):
                 replica_timeout=replica_timeout,
                 strict=strict,
                 clock=self.clock,
+                durable=durable,
+                durable_timeout=durable_timeout,
             )
             for i, client in enumerate(clients)
         ]
@@ -852,6 +928,12 @@ class NodeSet(ForkSafe):
                 errors=errors,
                 required=unacknowledged[0].required,
                 acknowledged=max(e.acknowledged for e in unacknowledged),
+            ) from last
+        if all(isinstance(e, NotDurable) for e in failed):
+            raise NotDurable(
+                "no Redis node confirmed the write in its append-only file on disk",
+                namespace=namespace,
+                errors=errors,
             ) from last
         message = "no Redis node could answer"
         if deadline is not None and len(failed) < len(self.nodes):

@@ -1,10 +1,15 @@
-"""Acknowledged writes: a script and ``WAIT`` in one round trip, so only replicated values go out.
+"""Acknowledged writes: a script and ``WAIT`` (or ``WAITAOF``) in one round trip, so only replicated
+(or persisted) values go out.
 
 Redis replicates asynchronously: a master can run a script, answer, and die before any replica
 received the write; the replica promoted in its place then issues the same values again. With
 ``replicas=N`` every script is sent together with ``WAIT N timeout_ms`` in one non-transactional
 pipeline on one connection (``WAIT`` counts the replicas that received the writes *of its own
 connection*), and the caller hands the values out only when ``N`` replicas acknowledged them.
+
+With ``durable=True`` the script goes with ``WAITAOF 1 0 timeout_ms`` instead: its values are handed
+out only once the server's append-only file on disk holds the write, so a crash and a restart from
+that file cannot issue them again.
 
 redis-py's ``Script`` is not used inside the pipeline: there it sends ``SCRIPT EXISTS`` before every
 execute, a second round trip. The pipeline sends ``EVALSHA`` with the script's digest and, on
@@ -30,6 +35,10 @@ from sa_redis_ids.redis.connect import socket_timeout_of
 #: missing replica shows as `ReplicasNotAcknowledged`, not as a socket timeout.
 DEFAULT_REPLICA_TIMEOUT = 0.5
 
+#: Seconds ``WAITAOF`` waits for the server's fsync by default (``durable=True``), below the default
+#: socket timeout for the same reason.
+DEFAULT_DURABLE_TIMEOUT = 0.5
+
 
 MAX_REPLICAS = 1000
 """The most replicas ``replicas=`` may ask to acknowledge (far beyond any real deployment; the
@@ -45,20 +54,31 @@ def check_replica_options(replicas: object, replica_timeout: object) -> tuple[in
         or not 0 <= replicas <= MAX_REPLICAS
     ):
         raise ConfigError(f"replicas must be an int from 0 to {MAX_REPLICAS}, not {replicas!r}")
+    return replicas, _seconds("replica_timeout", replica_timeout)
+
+
+def _seconds(name: str, value: object) -> float:
+    """``value`` as seconds, if a finite number > 0; else a `ConfigError` naming option ``name``."""
     if (
-        isinstance(replica_timeout, bool)
-        or not isinstance(replica_timeout, (int, float))
-        or not math.isfinite(replica_timeout)
-        or replica_timeout <= 0
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not math.isfinite(value)
+        or value <= 0
     ):
-        raise ConfigError(
-            f"replica_timeout must be a finite number of seconds > 0, not {replica_timeout!r}"
-        )
-    return replicas, float(replica_timeout)
+        raise ConfigError(f"{name} must be a finite number of seconds > 0, not {value!r}")
+    return float(value)
 
 
-def check_wait_fits(client: Any, replica_timeout: float, *, node: str) -> None:
-    """Refuse a ``replica_timeout`` the client's socket timeout would cut short.
+def check_wait_fits(
+    client: Any,
+    replica_timeout: float,
+    *,
+    node: str,
+    option: str = "replica_timeout",
+    command: str = "WAIT",
+) -> None:
+    """Refuse a ``replica_timeout`` (or another ``option`` for ``command``: ``durable_timeout``
+    for ``WAITAOF``) the client's socket timeout would cut short.
 
     ``WAIT`` answers only after up to ``replica_timeout``; a socket that gives up first turns
     "replicas did not acknowledge" into a connection timeout and a needlessly dropped connection.
@@ -66,8 +86,9 @@ def check_wait_fits(client: Any, replica_timeout: float, *, node: str) -> None:
     socket_timeout = socket_timeout_of(client)
     if socket_timeout is not None and replica_timeout >= socket_timeout:
         raise ConfigError(
-            f"replica_timeout ({replica_timeout:g} s) must be shorter than the client's "
-            f"socket_timeout ({socket_timeout:g} s), or the socket gives up before WAIT answers",
+            f"{option} ({replica_timeout:g} s) must be shorter than the client's "
+            f"socket_timeout ({socket_timeout:g} s), or the socket gives up before {command} "
+            "answers",
             node=node,
         )
 
@@ -146,6 +167,43 @@ def _with(
             continue
         return _results(reply, after)
     raise AssertionError("unreachable: the second attempt returns or raises")
+
+
+def check_durable_options(durable: object, durable_timeout: object) -> tuple[bool, float]:
+    """Validate ``durable`` (True or False) and ``durable_timeout`` (finite seconds > 0)."""
+    if not isinstance(durable, bool):
+        raise ConfigError(f"durable must be True or False, not {durable!r}")
+    return durable, _seconds("durable_timeout", durable_timeout)
+
+
+def run_durable(
+    client: Any, script: Script, keys: Sequence[Any], args: Sequence[Any], *, timeout_ms: int
+) -> tuple[Any, int]:
+    """Run ``script`` and ``WAITAOF 1 0 timeout_ms`` in one round trip: the script's reply and
+    whether (1) or not (0) the server's append-only file on disk holds its write. On a
+    ``RedisCluster`` it runs on the master that owns the first key's slot, as
+    `run_acknowledged` does."""
+    then = ("WAITAOF", 1, 0, timeout_ms)
+    if not isinstance(client, RedisCluster):
+        reply, counts = _with(client, script, keys, args, then)
+        return reply, int(counts[0])
+    cluster: Any = client  # redis-py's cluster methods are untyped
+    master = cluster.get_redis_connection(cluster.get_node_from_key(keys[0]))
+    try:
+        reply, counts = _with(master, script, keys, args, then)
+    except (AskError, redis.ConnectionError, redis.TimeoutError):
+        _refresh_slots(client)
+        raise
+    return reply, int(counts[0])
+
+
+async def run_durable_async(
+    client: Any, script: Any, keys: Sequence[Any], args: Sequence[Any], *, timeout_ms: int
+) -> tuple[Any, int]:
+    """`run_durable` on a ``redis.asyncio.Redis`` (a cluster is refused when the node is
+    made, as for ``replicas=``)."""
+    reply, counts = await _with_async(client, script, keys, args, ("WAITAOF", 1, 0, timeout_ms))
+    return reply, int(counts[0])
 
 
 async def run_acknowledged_async(
