@@ -739,6 +739,11 @@ class OpenTelemetryMetrics(Observer):
     def node_error(self, node: str, kind: str) -> None:
         self.node_errors.add(1, {"redis_node": node, "kind": kind})
 
+    def detach(self, ids: object) -> None:
+        """Stop reading ``ids`` (its instruments are read at each export: nothing to write)."""
+        if isinstance(ids, RedisIdsBase):
+            self.sources.discard(ids)
+
 
 _OPENTELEMETRY: dict[int, tuple[Any, OpenTelemetryMetrics]] = {}
 _INSTRUMENTS = ("counter", "histogram", "observable_counter", "observable_gauge")

@@ -234,6 +234,24 @@ def test_opentelemetry_instruments_in_an_in_memory_reader(redis_servers: StartSe
     assert _otel_value(points, "sa_redis_ids.node.up", redis_node=down) == 0
 
 
+def test_disable_metrics_and_close_stop_the_opentelemetry_readings_of_an_instance() -> None:
+    sdk_metrics = pytest.importorskip("opentelemetry.sdk.metrics")
+    export = pytest.importorskip("opentelemetry.sdk.metrics.export")
+    reader = export.InMemoryMetricReader()
+    meter = sdk_metrics.MeterProvider(metric_readers=[reader]).get_meter("test")
+    kept, disabled, closed = RedisIds.embedded(), RedisIds.embedded(), RedisIds.embedded()
+    for ids, namespace in ((kept, "kept"), (disabled, "disabled"), (closed, "closed")):
+        enable_opentelemetry(ids, meter)
+        ids.sequence(namespace, block=Buffering(10, prefetch=None)).next_id()
+    disable_metrics(disabled)
+    closed.close()
+    buffered = {
+        dict(point.attributes)["id_namespace"]
+        for point in _otel_points(reader)["sa_redis_ids.buffer.ids"]
+    }
+    assert buffered == {"kept"}
+
+
 def test_asyncio_buffers_are_read_at_collection(real_redis: redis.Redis) -> None:
     kwargs = real_redis.connection_pool.connection_kwargs
     registry = prometheus_client.CollectorRegistry()
