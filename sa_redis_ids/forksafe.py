@@ -118,11 +118,15 @@ def renew_client_locks(client: Any) -> None:
 
 
 def _parts(client: Any) -> list[Any]:
-    """``client``, its connection pool, and for a cluster its nodes manager and nodes' pools."""
+    """``client``, its connection pool, for a Sentinel client the pools of its sentinels, and for
+    a cluster its nodes manager and nodes' pools."""
     parts = [client]
     pool = getattr(client, "connection_pool", None)
     if pool is not None:
         parts.append(pool)
+        manager = getattr(pool, "sentinel_manager", None)
+        for sentinel in getattr(manager, "sentinels", ()):
+            parts.append(getattr(sentinel, "connection_pool", None))
     manager = getattr(client, "nodes_manager", None)
     if manager is not None:
         parts.append(manager)

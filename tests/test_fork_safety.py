@@ -37,10 +37,12 @@ from typing import Any
 
 import pytest
 import redis
+import redis.sentinel
 from prometheus_client import CollectorRegistry
 from redis.cluster import RedisCluster
 
 from sa_redis_ids import Buffering, RedisIds
+from sa_redis_ids.forksafe import renew_client_locks
 from sa_redis_ids.metrics import enable_prometheus
 from tests.support.forking import child_call_status
 from tests.support.servers import RedisClusterProcesses, RedisServer
@@ -330,3 +332,60 @@ def test_every_lock_of_the_package_is_renewed_in_a_forked_child_or_never_held_ac
         if (module, owner) in sites:
             name = "sa_redis_ids." + module.removesuffix(".py").replace("/", ".")
             assert callable(getattr(getattr(importlib.import_module(name), owner), hook))
+
+
+def held_elsewhere(locks: list[Any]) -> threading.Event:
+    """Hold ``locks`` in another thread (as a thread of a parent holds them at a fork) until the
+    returned event is set."""
+    held, done = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        for lock in locks:
+            lock.acquire()
+        held.set()
+        done.wait()
+        for lock in reversed(locks):
+            lock.release()
+
+    threading.Thread(target=hold, daemon=True).start()
+    held.wait()
+    return done
+
+
+@pytest.mark.parametrize("kind", ["redis", "sentinel", "cluster"])
+def test_a_clients_pools_get_new_free_locks_of_the_same_kind(
+    kind: str, request: pytest.FixtureRequest
+) -> None:
+    client: Any
+    if kind == "redis":
+        client = redis.Redis.from_url(REDIS_URL)
+        parts = [client.connection_pool]
+    elif kind == "sentinel":  # nothing is asked of the sentinels: the client is only built
+        client = redis.sentinel.Sentinel([("127.0.0.1", 1)]).master_for("service")
+        sentinels = client.connection_pool.sentinel_manager.sentinels
+        parts = [client.connection_pool, *(s.connection_pool for s in sentinels)]
+    else:
+        client = RedisCluster.from_url(request.getfixturevalue("redis_cluster").url)
+        manager = client.nodes_manager
+        nodes = manager.nodes_cache.values()
+        parts = [client, manager, *(node.redis_connection.connection_pool for node in nodes)]
+    old = {
+        (id(part), name): (part, getattr(part, name))
+        for part in parts
+        for name in ("_lock", "_fork_lock", "_initialization_lock")
+        if hasattr(part, name)
+    }
+    locks = list({id(lock): lock for _, lock in old.values()}.values())  # shared ones once
+    done = held_elsewhere(locks)
+    try:
+        renew_client_locks(client)
+        renewed: dict[int, Any] = {}
+        for (_, name), (part, lock) in old.items():
+            new = getattr(part, name)
+            assert new is not lock and type(new) is type(lock)
+            assert renewed.setdefault(id(lock), new) is new, "a shared lock stays shared"
+            assert new.acquire(blocking=False)
+            new.release()
+    finally:
+        done.set()
+        client.close()
