@@ -541,6 +541,7 @@ class ShortIdGenerator(IdGenerator[int]):
             rotate = secrets.token_hex(8) if rewound else ""
             added = 0
             generation: Any = ""
+            healed_on: Any = ""
             try:
                 for batch in self._heal_batches(known):
                     reply = yield Run(
@@ -549,7 +550,7 @@ class ShortIdGenerator(IdGenerator[int]):
                         call.heal_keys,
                         [call.head[0], guard, rotate, secrets.token_hex(8), *batch],
                     )
-                    changed, generation, was = check_reply(
+                    changed, generation, was, healed_on = check_reply(
                         reply, namespace=self.namespace, node=node, claim=call.claim
                     )
                     if existed is None:
@@ -565,6 +566,8 @@ class ShortIdGenerator(IdGenerator[int]):
         with self.high.records:
             if not self._missed[index]:
                 self._generations[index] = reply_text(generation)
+        if rewound and reply_text(healed_on):  # the server a loss was healed on: its next
+            self.high.identities[index] = reply_text(healed_on)  # take need not heal it again
         if floor:
             self.high.set_consulted(index)
         if rewound or added:
@@ -707,10 +710,8 @@ class ShortIdGenerator(IdGenerator[int]):
             )
             try:
                 (count,) = check_reply(reply, namespace=self.namespace, node=node, claim=call.claim)
-            except NeedsFloor as exc:
+            except NeedsFloor:
                 yield from self._recover(node, lost=True, has_floor=has_floor)
-                if exc.detail[-2]:  # the server the heal covered: a take there heals no more
-                    high.identities[index] = exc.detail[-2]
                 continue
             return int(count)
         raise RedisUnavailable(

@@ -13,7 +13,8 @@
 --          when there is none)
 -- ARGV[4]  the generation to set when the node has none and ARGV[3] is ""
 -- ARGV[5...] pairs: a byte offset into the bitmap, and the bytes of known positions from there
--- Returns  {0, positions newly marked taken, generation now, "1" if the bitmap existed or "0"}
+-- Returns  {0, positions newly marked taken, generation now, "1" if the bitmap existed or "0",
+--          the node identity (replication ID, "" where INFO gives none): the server healed}
 --          (the bitmap exists afterwards, so the total and the generation never stand beside
 --          a missing bitmap but after a loss)
 --          {2, recorded claim}      node claim mismatch: nothing changed
@@ -53,4 +54,4 @@ if ARGV[3] ~= '' or not generation then
   generation = ARGV[3] ~= '' and ARGV[3] or ARGV[4]
   redis.call('SET', KEYS[5], generation)
 end
-return {0, added, generation, existed and '1' or '0'}
+return {0, added, generation, existed and '1' or '0', node_identity()}

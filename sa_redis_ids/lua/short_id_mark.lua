@@ -16,12 +16,10 @@
 -- ARGV[6...] positions within the share (validated by the caller: 0 <= position < share size)
 -- Returns  {0, changed}          how many positions changed state
 --          {2, recorded claim}   node claim mismatch: nothing changed
---          {6, total or "", generation or "", identity, "1"}  the bitmap was lost (as
---                                short_id.lua judges it: a missing or low total, or a missing
---                                bitmap while the total or the generation says the pool was
---                                used): it must be healed first; nothing changed. identity:
---                                the node's replication ID ("" where INFO gives none), which
---                                the heal that follows covers
+--          {6, total or "", generation or "", "", "1"}  the bitmap was lost (as short_id.lua
+--                                judges it: a missing or low total, or a missing bitmap while
+--                                the total or the generation says the pool was used): it
+--                                must be healed first; nothing changed
 local recorded = claim_node(KEYS[2], ARGV[1], KEYS[3])
 if recorded then
   return {2, recorded}
@@ -31,7 +29,7 @@ local generation = redis.call('GET', KEYS[5])
 if (not total and (ARGV[3] ~= '0' or ARGV[4] == '1'))
     or (total and dec_gt(ARGV[3], total))
     or (((total and total ~= '0') or generation) and redis.call('EXISTS', KEYS[1]) == 0) then
-  return {6, total or '', generation or '', node_identity(), '1'}
+  return {6, total or '', generation or '', '', '1'}
 end
 local bit = ARGV[2]
 if bit == '1' and not generation then
