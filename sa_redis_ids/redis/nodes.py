@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import math
 import threading
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -153,6 +154,10 @@ def is_unavailable_reply(error: redis.ResponseError) -> bool:
     return any(text.startswith(f"{code} ") or f"-{code} " in text for code in BUSY_REPLIES)
 
 
+CALL_DEADLINE_TIMEOUTS = 2
+"""A call's deadline in socket timeouts: a reply that timed out is asked for once more (on
+another node, or on the same one), a server that hangs costs a call two socket timeouts."""
+
 POOL_WAIT_TIMED_OUT = "No connection available."
 """What redis-py's ``BlockingConnectionPool`` raises (a plain ``ConnectionError``) when no
 connection came free within its timeout."""
@@ -208,6 +213,12 @@ async def drop_idle_connections_async(client: Any) -> None:
 #: What a call's error may be when the server refused the library's user (a permission, its
 #: password, a TLS certificate): see `sa_redis_ids.redis.refusals`.
 REFUSABLE: tuple[type[BaseException], ...] = (redis.RedisError, RedisClusterException)
+
+
+def timed_out(error: BaseException) -> bool:
+    """Whether a call failed because its reply did not come within the socket timeout (the
+    server may be alive but slow, or the host loaded): such a call may be sent again."""
+    return isinstance(error, (redis.TimeoutError, TimeoutError))
 
 
 def describe_client(client: Any) -> str:
@@ -817,8 +828,8 @@ class NodeSet(ForkSafe):
         timeouts = [socket_timeout_of(node.client) for node in self.nodes]
         known = [timeout for timeout in timeouts if timeout is not None]
         self.call_timeout: float | None = max(known) if known else None
-        """Seconds one call may spend on nodes before it stops trying others (the longest socket
-        timeout of the clients; None when no client has one)."""
+        """The longest socket timeout of the clients (None when no client has one): a call's
+        deadline is `CALL_DEADLINE_TIMEOUTS` of them."""
         self._clock = clock
         self._turn = itertools.count()
         self._transitions = threading.Lock()
@@ -830,6 +841,14 @@ class NodeSet(ForkSafe):
 
     def after_fork_in_child(self) -> None:
         self._transitions = threading.Lock()
+
+    @property
+    def call_deadline(self) -> float:
+        """Seconds one call may spend on nodes (`CALL_DEADLINE_TIMEOUTS` times `call_timeout`;
+        ``inf`` without a socket timeout): past it no further node is tried, nor a node whose
+        reply timed out tried again, and the call raises."""
+        timeout = self.call_timeout
+        return math.inf if timeout is None else CALL_DEADLINE_TIMEOUTS * timeout
 
     def __len__(self) -> int:
         return len(self.nodes)
@@ -847,11 +866,14 @@ class NodeSet(ForkSafe):
         drain the nodes unevenly) hands the call on too; the call raises ``SequenceExhausted`` only
         when every node said so. Other errors (a script status, a wrong key type) propagate at once.
 
-        One call spends about two `call_timeout` at most waiting on nodes: once they are
-        spent no further node is tried, so nodes that all hang cost two socket timeouts, not one
-        each, while one hung node that is not yet known down never fails a call another node
-        can answer. When every node failed only for want of replica acknowledgements, the error raised
-        is [`ReplicasNotAcknowledged`][sa_redis_ids.ReplicasNotAcknowledged]. The error of the last node tried is the ``__cause__``.
+        One call spends about `call_deadline` (two `call_timeout`) at most waiting on nodes: a
+        node whose reply timed out is tried again (the one node there is, included) while time
+        is left, and once it is spent no further node is tried, so nodes that all hang cost two
+        socket timeouts, not one each, while one slow reply or one hung node that is not yet
+        known down never fails a call another try can answer. When every node failed only for
+        want of replica acknowledgements, the error raised is
+        [`ReplicasNotAcknowledged`][sa_redis_ids.ReplicasNotAcknowledged]. The error of the last
+        node tried is the ``__cause__``.
         """
         nodes = self.nodes
         start = next(self._turn) % len(nodes) if len(nodes) > 1 else 0
@@ -876,33 +898,60 @@ class NodeSet(ForkSafe):
         now: float,
         failure: BaseException | None,
     ) -> Plan[T]:
-        """`call_plan` after the node in turn failed with ``failure`` (or was down)."""
+        """`call_plan` after the node in turn failed with ``failure`` (or was down).
+
+        Each node is tried once, the healthy ones first. Then, while the call's deadline (see
+        `call_deadline`) allows, the nodes whose reply timed out are tried again, the one node
+        there is included: a slow reply (a loaded server or host) is not a dead node. A call that
+        timed out can be sent again safely: if it ran and only its reply was lost, what it took
+        (a counter's values, a snowflake's milliseconds, a pool's bits) is a gap, never handed
+        out by another call."""
         order = self.nodes[start:] + self.nodes[:start]
-        deadline = None if self.call_timeout is None else now + 2 * self.call_timeout
+        deadline = None if self.call_timeout is None else now + self.call_deadline
         errors: dict[str, BaseException] = {}
+        """Each node tried, by name, with its last error."""
+        labels: dict[int, str] = {}
         failed: list[BaseException] = []
+        slow: list[Node] = []
+        """The nodes whose last try timed out (tried again within the deadline)."""
+
+        def record(node: Node, error: BaseException) -> None:
+            failed.append(error)
+            label = labels.get(node.index)
+            if label is None:
+                label = node.name if node.name not in errors else f"{node.name}#{node.index}"
+                labels[node.index] = label
+            errors[label] = error
+            if timed_out(error):
+                if node not in slow:
+                    slow.append(node)
+            elif node in slow:
+                slow.remove(node)
+
         if failure is not None:
-            first = order.pop(0)
-            failed.append(
-                failure.__cause__ or failure if isinstance(failure, RedisUnavailable) else failure
+            record(
+                order.pop(0),
+                failure.__cause__ or failure if isinstance(failure, RedisUnavailable) else failure,
             )
-            errors[first.name] = failed[-1]
         healthy = [node for node in order if node.down_until <= now]
         resting = [node for node in order if node.down_until > now]
-        for node in healthy + resting:
-            waited = any(not isinstance(e, SequenceExhausted) for e in failed)
-            if waited and deadline is not None and self._clock() >= deadline:
+        tries = healthy + resting
+        while True:
+            for node in tries:
+                waited = any(not isinstance(e, SequenceExhausted) for e in failed)
+                if waited and deadline is not None and self._clock() >= deadline:
+                    break
+                try:
+                    return (yield from self.on_plan(node, namespace, action))
+                except RedisUnavailable as exc:
+                    record(node, exc.__cause__ or exc)
+                except SequenceExhausted as exc:
+                    if len(self.nodes) == 1:
+                        raise
+                    record(node, exc)
+            if not slow or deadline is None or self._clock() >= deadline:
                 break
-            try:
-                return (yield from self.on_plan(node, namespace, action))
-            except RedisUnavailable as exc:
-                failed.append(exc.__cause__ or exc)
-            except SequenceExhausted as exc:
-                if len(self.nodes) == 1:
-                    raise
-                failed.append(exc)
-            label = node.name if node.name not in errors else f"{node.name}#{node.index}"
-            errors[label] = failed[-1]
+            tries = list(slow)  # again, while the deadline allows
         last = failed[-1]
         exhausted = [e for e in failed if isinstance(e, SequenceExhausted)]
         if exhausted:  # every node that answered is used up (the others cannot answer now)
@@ -936,8 +985,15 @@ class NodeSet(ForkSafe):
                 errors=errors,
             ) from last
         message = "no Redis node could answer"
-        if deadline is not None and len(failed) < len(self.nodes):
-            message += f" within {deadline - now:g} s ({len(self.nodes) - len(failed)} not tried)"
+        if deadline is not None:
+            untried = len(self.nodes) - len(labels)
+            if untried > 0:
+                message += f" within {deadline - now:g} s ({untried} not tried)"
+            elif len(failed) > len(labels):
+                message += (
+                    f" within the call's deadline of {deadline - now:g} s ({len(failed)} tries, "
+                    "the ones that timed out tried again)"
+                )
         raise RedisUnavailable(message, namespace=namespace, errors=errors) from last
 
     def on(self, node: Node, namespace: str, action: Callable[[Node], T]) -> T:
@@ -1011,16 +1067,32 @@ class NodeSet(ForkSafe):
                 self._down_since[node.index] = time.monotonic()
         if was_up:
             node_log.warning(
-                "Redis node %s is down (%s: %s); calls go to the other nodes, and it is tried "
-                "again after %g s",
+                "Redis node %s is down (%s: %s); %s",
                 node.name,
                 type(exc).__name__,
                 exc,
-                self.retry_after,
+                self._what_now(exc),
             )
         observer = self.observer
         if observer is not None:
             observer.node_error(node.name, type(exc).__name__)
+
+    def _what_now(self, exc: BaseException) -> str:
+        """What calls do while a node is down, with the nodes configured (for the log)."""
+        again = (
+            f"; a call whose reply timed out tries it again within its deadline of "
+            f"{self.call_deadline:g} s"
+            if timed_out(exc) and self.call_timeout is not None
+            else ""
+        )
+        others = len(self.nodes) - 1
+        if not others:
+            return f"it is the only node: every call still tries it{again}"
+        nodes = "node" if others == 1 else f"{others} nodes"
+        return (
+            f"calls go to the other {nodes} and try it only when they fail, until "
+            f"{self.retry_after:g} s have passed{again}"
+        )
 
     def _came_back(self, node: Node) -> None:
         """``node`` answered after it was marked down: take it back into the rotation."""
