@@ -421,6 +421,9 @@ class _SegmentState(Generic[V]):
         (``exact``: ``n`` values or [`SequenceExhausted`][sa_redis_ids.SequenceExhausted], for a batch handed out at once).
         Runs with the lock released; takes it only to record the fetch."""
         started = time.perf_counter()
+        # Asked before the fetch as well as after: a flush of another thread may make the floor
+        # readable here while this fetch, sent without it, is in flight.
+        unread = self._floor_unread is not None and self._floor_unread()
         while True:
             sent = self._clock()
             try:
@@ -431,7 +434,7 @@ class _SegmentState(Generic[V]):
                     raise
                 n //= 2
         spent = (time.perf_counter() - started) * 1000
-        unread = self._floor_unread is not None and self._floor_unread()
+        unread = unread or (self._floor_unread is not None and self._floor_unread())
         with self._guard:
             self._record(len(segment.values), spent)
             if unread:
