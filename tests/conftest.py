@@ -9,6 +9,7 @@ SQLite always; PostgreSQL and MariaDB in a database created for this session and
 
 from __future__ import annotations
 
+import gc
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -52,6 +53,15 @@ settings.register_profile(
 )
 settings.load_profile("sa_redis_ids")
 """Every property test runs derandomized; a failure one finds becomes an explicit regression case."""
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Once every test is collected, move what exists now (modules, test items, parameters: alive
+    for the whole session anyway) out of the garbage collector's sight: each later collection, a
+    test's ``gc.collect()`` or Python's own, then looks only at what the tests made since, not at
+    the whole collected suite again and again."""
+    gc.collect()
+    gc.freeze()
 
 
 @dataclass

@@ -4,7 +4,6 @@ test starts (the shared one is never flushed)."""
 
 from __future__ import annotations
 
-import multiprocessing
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -14,6 +13,7 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 
 from sa_redis_ids import RedisIds, redis_id
 from sa_redis_ids.orm import assign_ids
+from tests.support.processes import process_context
 from tests.support.servers import RedisServer
 
 COLUMNS = ("seq", "dated", "flake", "short", "code")
@@ -70,7 +70,7 @@ def insert_rows(redis_url: str, db_url: str) -> dict[str, int]:
 
 
 def run_process(target: Callable[..., dict[str, int]], *args: Any) -> dict[str, int]:
-    with multiprocessing.get_context("spawn").Pool(1) as pool:
+    with process_context().Pool(1) as pool:
         found: dict[str, int] = pool.apply(target, args)
     return found
 

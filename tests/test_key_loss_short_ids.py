@@ -5,7 +5,6 @@ loss get none of them back from another process.
 
 from __future__ import annotations
 
-import multiprocessing
 from collections.abc import Callable
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -18,6 +17,7 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 from sa_redis_ids import RedisIds, redis_id
 from tests.conftest import Backend
+from tests.support.processes import process_context
 from tests.support.servers import RedisServer
 from tests.support.uniqueness import duplicates
 from tests.test_column_floor import insert_rows, lose, row_model
@@ -98,7 +98,7 @@ class Process:
     """A spawned application process the test drives step by step."""
 
     def __init__(self, redis_url: str, db_url: str, *, bound: bool = True):
-        context = multiprocessing.get_context("spawn")
+        context = process_context()
         self.pipe, child = context.Pipe()
         self.process = context.Process(target=_worker, args=(child, redis_url, db_url, bound))
         self.process.start()

@@ -316,11 +316,14 @@ def _cached_venv(built: Built, requirements: list[str], here: Path) -> Path:
     with _locked(venv.with_name(venv.name + ".lock")):
         if not ready.exists():
             shutil.rmtree(venv, ignore_errors=True)
-            made = _run([sys.executable, "-m", "venv", venv], cwd=here, timeout=120)
-            assert made.returncode == 0, made.stdout + made.stderr
-            result = _run(
-                [venv_python(venv), "-m", "pip", "install", "-q", *wanted], cwd=here, timeout=300
+            # Made without pip (bootstrapping one takes longer than the install itself): this
+            # environment's pip installs into it.
+            made = _run(
+                [sys.executable, "-m", "venv", "--without-pip", venv], cwd=here, timeout=120
             )
+            assert made.returncode == 0, made.stdout + made.stderr
+            pip = [sys.executable, "-m", "pip", "--python", venv_python(venv)]
+            result = _run([*pip, "install", "-q", *wanted], cwd=here, timeout=300)
             if result.returncode != 0:
                 shutil.rmtree(venv, ignore_errors=True)
                 _pip_failed(f"pip install {' '.join(requirements)}", result)

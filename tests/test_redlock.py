@@ -7,7 +7,6 @@ independent fakeredis servers (fast, with an injected clock and sleep) and on th
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import signal
 import threading
@@ -25,6 +24,7 @@ from sa_redis_ids import ConfigError, LockNotAcquired, RedisIds, Redlock
 from sa_redis_ids.errors import LockHeld
 from sa_redis_ids.lock import drift_for, lock_keys
 from tests.conftest import Backend
+from tests.support.processes import process_context
 from tests.support.servers import RedisServer
 
 NAME = "orders:20261122"
@@ -537,7 +537,7 @@ def _run_contention(
     threads: int = 3,
     rounds: int = 4,
 ) -> None:
-    ctx = multiprocessing.get_context("spawn")
+    ctx = process_context()
     with ctx.Pool(processes) as pool:
         results = pool.starmap(
             _contend, [(lock_target, prefix, state_url, threads, rounds)] * processes

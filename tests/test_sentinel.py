@@ -22,7 +22,7 @@ from sa_redis_ids import (
 from sa_redis_ids.asyncio import AsyncRedisIds
 from sa_redis_ids.redis.switchover import successor_identity
 from tests.support.servers import HOST, RedisServer
-from tests.support.topologies import REPLICATION_ARGS, SentinelTopology, wait_until
+from tests.support.topologies import REPLICATION_ARGS, TEST_PERIODS, SentinelTopology, wait_until
 from tests.support.uniqueness import duplicates
 
 
@@ -307,7 +307,7 @@ def test_a_master_issuing_without_wait_drops_the_write_a_new_replica_could_miss(
     without WAIT. A replica that then connects (here one that stops answering: it acknowledges
     nothing) could be promoted without the next write, so that write is dropped, not handed out,
     and the calls wait for the replica again."""
-    topology = SentinelTopology().start()
+    topology = SentinelTopology(periods=TEST_PERIODS).start()
     extra = RedisServer(args=REPLICATION_ARGS)
     try:
         topology.wait_replicas_in_sync()
@@ -340,7 +340,7 @@ def test_a_minority_of_sentinels_never_lets_a_master_issue_without_wait() -> Non
     that replica: its word alone must not let the master issue without WAIT. With two of the
     three Sentinels gone and the replica dead, every call is dropped; once the others answer
     again (they too see the replica down), the master issues."""
-    topology = SentinelTopology().start()
+    topology = SentinelTopology(periods=TEST_PERIODS).start()
     try:
         topology.wait_replicas_in_sync()
         ids = RedisIds.from_sentinel(

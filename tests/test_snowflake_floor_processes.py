@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import multiprocessing
 import queue
 import time
 from collections.abc import Iterator
@@ -27,6 +26,7 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 from sa_redis_ids import redis_id
 from sa_redis_ids.generators.snowflake import SnowflakeGenerator
 from tests.conftest import Backend, _backend
+from tests.support.processes import process_context
 from tests.support.uniqueness import GeneratorSpec, duplicates
 
 PROCESSES = 8
@@ -195,7 +195,7 @@ def test_processes_starting_against_fresh_rows_log_no_rewind_and_stay_at_the_clo
         state_ms, now_ms = state_and_time(real_backend, generator)
         ahead.append(state_ms - now_ms)
 
-    context = multiprocessing.get_context("spawn")
+    context = process_context()
     out = context.Queue()
     children = []
     for _ in range(PROCESSES):
@@ -242,7 +242,7 @@ def test_a_state_lost_while_processes_insert_is_healed_once_and_repeats_nothing(
     engine = create_engine(database)
     TABLE.metadata.drop_all(engine)
     TABLE.metadata.create_all(engine)
-    context = multiprocessing.get_context("spawn")
+    context = process_context()
     started, out, lost = context.Queue(), context.Queue(), context.Event()
     children = [
         context.Process(target=_child_through_a_loss, args=(spec, database, started, lost, out))

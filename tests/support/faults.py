@@ -23,7 +23,6 @@ one per core): a guarantee that only holds on an idle machine fails the test.
 from __future__ import annotations
 
 import asyncio
-import multiprocessing
 import queue
 import threading
 import time
@@ -36,6 +35,7 @@ from sa_redis_ids import RedisIds, SaRedisIdsError
 from sa_redis_ids.asyncio import AsyncRedisIds
 from sa_redis_ids.ids import RedisIdsBase
 from tests.support.cpu_load import cpu_load
+from tests.support.processes import process_context
 
 CONFIGS: tuple[tuple[str, str, dict[str, Any]], ...] = (
     ("seq", "sequence", {}),
@@ -237,7 +237,7 @@ def run_beside_fault(
     connecting only when ``fault()`` returned; ``during(fault's result)`` runs once they drew
     their first values (e.g. the rest of a failure window), before the ``after`` seconds.
     The CPU is saturated from the barrier to the stop."""
-    ctx = multiprocessing.get_context("spawn")
+    ctx = process_context()
     ready, late_ready = ctx.Barrier(processes + len(also) + 1), ctx.Barrier(len(late) + 1)
     done, stop, go, ready_now = ctx.Event(), ctx.Event(), ctx.Event(), ctx.Event()
     ready_now.set()

@@ -4,6 +4,7 @@ Everything runs on free loopback ports in a temporary directory; every process i
 own process id and the directory is removed. Timeouts are short so a failover completes in a few
 seconds: Sentinel ``down-after-milliseconds`` 1000 and ``failover-timeout`` 3000, Cluster
 ``cluster-node-timeout`` 1000. Waiting is done by polling with deadlines, never by fixed sleeps.
+Tests shorten Sentinel's fixed periods (:data:`TEST_PERIODS`); benchmarks keep Sentinel's own.
 
 - :class:`ReplicatedPair`: one master and its replicas (``WAIT`` tests, benchmarks).
 - :class:`SentinelTopology`: a master, one replica and three Sentinels (``quorum 2``), with
@@ -30,6 +31,16 @@ from tests.support.services import require_binary
 #: Options of every data node: a replica resyncs at once instead of waiting 5 s for more replicas.
 REPLICATION_ARGS = ("--repl-diskless-sync-delay", "0", "--repl-ping-replica-period", "1")
 SERVICE = "sa_redis_ids_test"
+
+SENTINEL_PERIODS = {"info-period": 10_000, "publish-period": 2_000}
+"""Sentinel's own fixed periods (ms): ``INFO`` to each replica every 10 s; hello messages every
+2 s, and a server that still acts as master while listed as a replica is demoted only 4 periods
+(8 s) after Sentinel first listed it so, at its next ``INFO``: some 8 to 18 s after a
+switch-over."""
+TEST_PERIODS = {"info-period": 2_000, "publish-period": 1_000}
+"""What the tests' Sentinels use (``SENTINEL DEBUG``): the old master stays writable some 4 to 6 s
+after a switch-over instead of 8 to 18 s, the same window, shorter; Sentinels find each other in a
+second. Nothing else changes (the failover itself, down-after, the demotion's ``CLIENT KILL``)."""
 
 
 def wait_until(condition: Callable[[], Any], what: str, *, timeout: float = 20.0) -> Any:
@@ -96,12 +107,21 @@ class ReplicatedPair:
 class SentinelServer:
     """One ``redis-server FILE --sentinel`` process monitoring one master."""
 
-    def __init__(self, directory: Path, master_port: int, *, quorum: int = 2):
+    def __init__(
+        self,
+        directory: Path,
+        master_port: int,
+        *,
+        quorum: int = 2,
+        periods: dict[str, int] | None = None,
+    ):
         self.port = free_port()
         self.dir = directory
         self.config = directory / f"sentinel-{self.port}.conf"
         self.master_port = master_port
         self.quorum = quorum
+        self.periods = dict(periods or {})
+        """``SENTINEL DEBUG`` periods (ms) set right after each start; none: Sentinel's own."""
         self.process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -136,6 +156,9 @@ class SentinelServer:
             stderr=subprocess.DEVNULL,
         )
         wait_until(self.client().ping, f"sentinel on port {self.port}", timeout=10)
+        if self.periods:
+            settings = [str(word) for pair in self.periods.items() for word in pair]
+            self.client().execute_command("SENTINEL", "DEBUG", *settings)
         return self
 
     def master_port_now(self) -> int:
@@ -143,22 +166,30 @@ class SentinelServer:
         _host, port = self.client().sentinel_get_master_addr_by_name(SERVICE)
         return int(port)
 
+    @property
+    def running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
     def stop(self) -> None:
         stop_process(self.process)
         self.process = None
 
 
 class SentinelTopology:
-    """A master, one replica and three Sentinels (quorum 2) on loopback, for ``service``."""
+    """A master, one replica and three Sentinels (quorum 2) on loopback, for ``service``.
+
+    ``periods``: Sentinel's fixed periods, :data:`SENTINEL_PERIODS` as in production unless
+    given (the tests give :data:`TEST_PERIODS`)."""
 
     service = SERVICE
 
-    def __init__(self, *, sentinels: int = 3):
+    def __init__(self, *, sentinels: int = 3, periods: dict[str, int] | None = None):
         self.dir = Path(tempfile.mkdtemp(prefix="sa_redis_ids_sentinel_"))
         self.pair = ReplicatedPair(replicas=1)
         self.servers: list[RedisServer] = []
         self.sentinels: list[SentinelServer] = []
         self._sentinel_count = sentinels
+        self.periods = dict(periods or SENTINEL_PERIODS)
 
     @property
     def addresses(self) -> list[str]:
@@ -169,7 +200,7 @@ class SentinelTopology:
         self.pair.start()
         self.servers = [self.pair.master, *self.pair.replicas]
         self.sentinels = [
-            SentinelServer(self.dir, self.pair.master.port).start()
+            SentinelServer(self.dir, self.pair.master.port, periods=self.periods).start()
             for _ in range(self._sentinel_count)
         ]
         others = self._sentinel_count - 1
@@ -210,19 +241,50 @@ class SentinelTopology:
         one; return it. The old master is left to Sentinel, as in production.
 
         Sentinel promotes the replica at once but demotes the old master only when a periodic
-        ``INFO`` (every 10 s, fixed in Sentinel) shows it still acting as master, some 8 s after
-        it first did: for about 10 s the old master takes writes the new one never sees, and
-        every connection already open to it (pooled or held) can make them. Nothing here shortens
-        that window; :meth:`wait_demoted` waits it out.
+        ``INFO`` (every 10 s by default, ``info-period``) shows it still acting as master, some 4
+        hello periods (8 s by default) after Sentinel listed it as a replica: for that window
+        (:data:`SENTINEL_PERIODS`; 4 to 6 s with :data:`TEST_PERIODS`) the old master takes
+        writes the new one never sees, and every connection already open to it (pooled or held)
+        can make them. :meth:`wait_demoted` waits it out.
         """
+        self.wait_settled()
         old = self.master()
         # Sentinel refuses (NOGOODSLAVE) until its last INFO of the replica is recent enough, which
-        # its 10 s period for replicas does not always make it: ask again until it accepts.
+        # its INFO period for replicas does not always make it: ask again until it accepts.
         wait_until(
             lambda: self.sentinels[0].client().sentinel_failover(SERVICE),
             "Sentinel to accept the failover",
         )
         return self._wait_new_master(old)
+
+    def wait_settled(self) -> None:
+        """Wait until every running Sentinel names the same master and has seen each running
+        replica report itself a replica of it.
+
+        Right after a demotion a Sentinel may still hold an ``INFO`` in which the old master
+        called itself master; a switch-over that promotes that server before the Sentinel's next
+        ``INFO`` of it has that Sentinel take the new master for the stale one and demote it at
+        once. A switch-over here starts from a topology every Sentinel sees as it is, as an
+        operator's or a failure's would on a steady production topology."""
+
+        def settled() -> bool:
+            running = [sentinel for sentinel in self.sentinels if sentinel.running]
+            ports = {sentinel.master_port_now() for sentinel in running}
+            if len(ports) != 1:
+                return False
+            (master,) = ports
+            replicas = {s.port for s in self.servers if s.running and s.port != master}
+            for sentinel in running:
+                seen = {
+                    entry["port"]
+                    for entry in sentinel.client().sentinel_slaves(SERVICE)
+                    if entry["role-reported"] == "slave" and entry["master-port"] == master
+                }
+                if not replicas <= seen:
+                    return False
+            return True
+
+        wait_until(settled, "every Sentinel to see the topology as it is")
 
     def is_master(self, server: RedisServer) -> bool:
         """Whether ``server`` acts as a master now (takes writes)."""
@@ -230,7 +292,7 @@ class SentinelTopology:
 
     def wait_demoted(self, old: RedisServer, *, timeout: float = 40.0) -> None:
         """Wait until Sentinel itself has turned ``old`` into a replica of the current master and
-        the link is up (about 10 s after a switch-over; longer on a loaded machine)."""
+        the link is up (the window of :meth:`failover`; longer on a loaded machine)."""
         wait_until(
             lambda: (
                 (info := _info(old))["role"] == "slave" and info.get("master_link_status") == "up"
@@ -241,6 +303,7 @@ class SentinelTopology:
 
     def kill_master(self) -> RedisServer:
         """SIGKILL the master and wait until the sentinels promote its replica; return it."""
+        self.wait_settled()
         old = self.master()
         old.kill()
         return self._wait_new_master(old)
@@ -266,7 +329,7 @@ class SentinelTopology:
         wait_until(
             lambda: replicas_in_sync(self.master(), count),
             f"{count} replicas of the new master",
-            timeout=40,  # Sentinel demotes an old master only ~10 s after a switch-over
+            timeout=40,  # Sentinel demotes an old master only some seconds after a switch-over
         )
 
     def stop(self) -> None:

@@ -13,7 +13,12 @@ from typing import TypeVar
 import pytest
 
 from tests.support.services import missing
-from tests.support.topologies import ReplicatedCluster, ReplicatedPair, SentinelTopology
+from tests.support.topologies import (
+    TEST_PERIODS,
+    ReplicatedCluster,
+    ReplicatedPair,
+    SentinelTopology,
+)
 
 T = TypeVar("T", ReplicatedPair, SentinelTopology, ReplicatedCluster)
 
@@ -37,7 +42,7 @@ def replicated_pair() -> Iterator[ReplicatedPair]:
 @pytest.fixture(scope="session")
 def sentinel_topology() -> Iterator[SentinelTopology]:
     """A master, one replica and three Sentinels, shared by the session."""
-    yield from _run(SentinelTopology())
+    yield from _run(SentinelTopology(periods=TEST_PERIODS))
 
 
 @pytest.fixture(scope="session")
@@ -49,7 +54,7 @@ def replicated_cluster() -> Iterator[ReplicatedCluster]:
 @pytest.fixture
 def own_sentinels() -> Iterator[SentinelTopology]:
     """A master, a replica and three Sentinels of this test alone (for tests that break them)."""
-    yield from _run(SentinelTopology())
+    yield from _run(SentinelTopology(periods=TEST_PERIODS))
 
 
 @pytest.fixture

@@ -7,7 +7,6 @@ is ``{"urls": [...]}`` for independent nodes or ``{"cluster": url}`` for a Redis
 
 from __future__ import annotations
 
-import multiprocessing
 import threading
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -16,6 +15,7 @@ from typing import Any
 
 from sa_redis_ids import RedisIds
 from sa_redis_ids.generators.base import IdGenerator
+from tests.support.processes import process_context
 
 
 @dataclass(frozen=True)
@@ -109,8 +109,8 @@ def _process_main(spec: GeneratorSpec, threads: int, per_thread: int) -> list[An
 def draw_in_processes(
     spec: GeneratorSpec, *, processes: int, threads: int, per_thread: int
 ) -> list[Any]:
-    """``processes`` spawned processes × ``threads`` threads × ``per_thread`` values, all returned."""
-    ctx = multiprocessing.get_context("spawn")
+    """``processes`` new processes × ``threads`` threads × ``per_thread`` values, all returned."""
+    ctx = process_context()
     with ctx.Pool(processes) as pool:
         chunks = pool.starmap(_process_main, [(spec, threads, per_thread)] * processes)
     return [value for chunk in chunks for value in chunk]

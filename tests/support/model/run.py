@@ -25,7 +25,6 @@ one, so the trace up to there reproduces it.
 
 from __future__ import annotations
 
-import multiprocessing
 import random
 import shutil
 import tempfile
@@ -41,6 +40,7 @@ from tests.support.model.ledger import Ledger
 from tests.support.model.schema import LABELS, POOL_OFFSET, POOL_SIZE, TABLE_COLUMNS, models
 from tests.support.model.worker import WorkerSpec, main
 from tests.support.model.world import World, lost_namespaces, settle
+from tests.support.processes import process_context
 
 PREFIX = "model"
 STEP_SECONDS = 120.0
@@ -215,10 +215,10 @@ class Report:
 
 
 class Process:
-    """A spawned worker and its pipe."""
+    """A worker process (`process_context`) and its pipe."""
 
     def __init__(self, spec: WorkerSpec):
-        ctx = multiprocessing.get_context("spawn")
+        ctx = process_context()
         self.name = spec.name
         self.front = spec.front
         self.conn, theirs = ctx.Pipe()

@@ -26,6 +26,7 @@ from tests.support.model.proxy import Proxy
 from tests.support.servers import HOST, RedisServer
 from tests.support.topologies import (
     REPLICATION_ARGS,
+    TEST_PERIODS,
     SentinelTopology,
     replicas_in_sync,
     wait_until,
@@ -104,7 +105,7 @@ class World:
 
     def start(self) -> World:
         if self.mode == "sentinel":
-            self.topology = SentinelTopology().start()
+            self.topology = SentinelTopology(periods=TEST_PERIODS).start()
             return self
         self.master = RedisServer(args=_data_args()).start()
         self.proxy = Proxy(self.master.port)
