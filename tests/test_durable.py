@@ -24,6 +24,10 @@ from tests.support.services import missing, valkey_server_binary
 AOF = ["--appendonly", "yes", "--appendfsync", "everysec"]
 """The common persistence setting: the AOF is fsynced about once a second."""
 
+PATIENT = {"socket_timeout": 5, "durable_timeout": 4}
+"""Timeouts long enough for a loaded machine's fsync (a test that counts calls must not see one
+time out)."""
+
 
 def prefix() -> str:
     return f"d{uuid.uuid4().hex[:10]}"
@@ -55,7 +59,7 @@ def waitaof_calls(server: RedisServer) -> int:
 def test_every_script_call_waits_for_the_aof_and_blocks_wait_once(
     aof_server: RedisServer,
 ) -> None:
-    ids = RedisIds.from_url(aof_server.url, prefix=prefix(), durable=True)
+    ids = RedisIds.from_url(aof_server.url, prefix=prefix(), durable=True, **PATIENT)
     try:
         users = ids.sequence("users")
         before = waitaof_calls(aof_server)
@@ -81,7 +85,7 @@ def test_every_script_call_waits_for_the_aof_and_blocks_wait_once(
 
 def test_the_asyncio_front_end_waits_for_the_aof_too(aof_server: RedisServer) -> None:
     async def main() -> list[int]:
-        ids = AsyncRedisIds.from_url(aof_server.url, prefix=prefix(), durable=True)
+        ids = AsyncRedisIds.from_url(aof_server.url, prefix=prefix(), durable=True, **PATIENT)
         try:
             users = ids.sequence("users")
             return [await users.next_id() for _ in range(3)] + await users.next_ids(3)
