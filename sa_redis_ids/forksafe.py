@@ -65,8 +65,19 @@ _PREPARED: list[ForkSafe] = []
 """The objects whose `ForkSafe.before_fork` ran, in order (strongly held through the fork)."""
 
 
+def _live() -> list[ForkSafe]:
+    """The objects in `_LIVE` now. Another thread may make one while the set is read (a
+    ``WeakSet`` then raises ``RuntimeError``: its size changed): it is read again, since an
+    object left out, or every object after a failed read, would keep its locks in the child."""
+    while True:
+        try:
+            return list(_LIVE)
+        except RuntimeError:  # changed size under the iteration: read it again
+            continue
+
+
 def _before() -> None:
-    _PREPARED[:] = list(_LIVE)
+    _PREPARED[:] = _live()
     for each in _PREPARED:
         each.before_fork()
 

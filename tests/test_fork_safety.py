@@ -30,6 +30,7 @@ import threading
 import time
 import traceback
 import uuid
+import weakref
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,8 +42,8 @@ import redis.sentinel
 from prometheus_client import CollectorRegistry
 from redis.cluster import RedisCluster
 
-from sa_redis_ids import Buffering, RedisIds
-from sa_redis_ids.forksafe import renew_client_locks
+from sa_redis_ids import Buffering, RedisIds, forksafe
+from sa_redis_ids.forksafe import ForkSafe, renew_client_locks
 from sa_redis_ids.metrics import enable_prometheus
 from tests.support.forking import child_call_status
 from tests.support.servers import RedisClusterProcesses, RedisServer
@@ -389,3 +390,46 @@ def test_a_clients_pools_get_new_free_locks_of_the_same_kind(
     finally:
         done.set()
         client.close()
+
+
+class _GrowsWhileRead(weakref.WeakSet[Any]):
+    """The registry of fork-safe objects as a fork sees it while another thread makes one: the
+    object ``late`` is added during the first read (which then fails: the set changed size)."""
+
+    def __init__(self, items: Any, late: Any):
+        super().__init__(items)
+        self._late = late
+
+    def __iter__(self) -> Iterator[Any]:
+        late, self._late = self._late, None
+        for item in super().__iter__():
+            if late is not None:
+                self.add(late)
+                late = None
+            yield item
+
+
+def test_a_fork_while_another_thread_makes_a_fork_safe_object_renews_every_lock(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    class Holder(ForkSafe):
+        def __init__(self, *, watched: bool = True) -> None:
+            self.lock = threading.Lock()
+            if watched:
+                self.watch_forks()
+
+        def after_fork_in_child(self) -> None:
+            self.lock = threading.Lock()
+
+    holder, late = Holder(), Holder(watched=False)  # late: made as the fork reads
+    monkeypatch.setattr(forksafe, "_LIVE", _GrowsWhileRead(forksafe._LIVE, late))
+    done = held_elsewhere([holder.lock, late.lock])
+    try:
+        pid = os.fork()
+        if pid == 0:  # the child: both locks free (renewed), though the first read failed
+            free = holder.lock.acquire(timeout=5) and late.lock.acquire(timeout=5)
+            os._exit(0 if free else 1)
+        _, status = os.waitpid(pid, 0)
+    finally:
+        done.set()
+    assert os.waitstatus_to_exitcode(status) == 0, "a lock stayed held in the forked child"
