@@ -65,10 +65,10 @@ ATTEMPTS = 6
 """Script calls one take may need: a window rebuilt after a miss, a day seeded from its floor."""
 
 FLOOR_NONE, FLOOR_ASK, FLOOR_FIRST, FLOOR_GIVEN = "none", "ask", "first", "given"
+"""What ``dated_take`` is told about the floor (its ARGV[4])."""
 FLOOR_LATER = "later"
 """A floor that cannot be read yet (a direct draw before the process's first flush): as
 ``none``, but a claim the call records is recorded unjudged (see ``dated_take.lua``)."""
-"""What ``dated_take`` is told about the floor (its ARGV[4])."""
 
 MAX_CACHED_DAYS = 64
 """Days whose value part (prefix number, code head) a generator keeps; more clear the cache."""
