@@ -104,6 +104,34 @@ def test_each_loop_closes_its_own_connections(backend: Backend) -> None:
     assert drawn == sorted(set(drawn))
 
 
+def test_aclose_on_a_loop_that_never_called_leaves_other_loops_clients_alone(
+    backend: Backend,
+) -> None:
+    """``asyncio.run(main())`` then ``asyncio.run(ids.aclose())``, and an ``aclose()`` from a
+    thread's loop while the loop that drew still runs: no ``RuntimeError`` of a client bound to
+    another loop, and the running loop keeps drawing."""
+    if backend.name == "fake":
+        pytest.skip("the embedded Redis has no connections")
+    ids = _async_ids(backend)
+    users = ids.sequence("aclose_elsewhere")
+    first = asyncio.run(users.next_id())
+    asyncio.run(ids.aclose())  # the loop that drew has closed
+
+    running = asyncio.new_event_loop()
+    thread = threading.Thread(target=running.run_forever, daemon=True)
+    thread.start()
+    try:
+        second = asyncio.run_coroutine_threadsafe(users.next_id(), running).result(timeout=10)
+        asyncio.run(ids.aclose())  # a loop that never called
+        third = asyncio.run_coroutine_threadsafe(users.next_id(), running).result(timeout=10)
+        asyncio.run_coroutine_threadsafe(ids.aclose(), running).result(timeout=10)
+    finally:
+        running.call_soon_threadsafe(running.stop)
+        thread.join()
+        running.close()
+    assert [first, second, third] == sorted({first, second, third})
+
+
 def test_the_event_loops_benchmark_reports_both_loops(real_redis: Any) -> None:
     from benchmarks import event_loops
 

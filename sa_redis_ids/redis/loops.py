@@ -179,10 +179,14 @@ class PerLoop:
 
     def release(self) -> Any:
         """The running loop's client, forgotten (to be closed): the next call of this loop
-        makes a new one. The node's own client when this loop has none."""
+        makes a new one. When this loop has none: the node's own client if no loop took it yet,
+        else None (it belongs to another loop, running or closed, which this one cannot close:
+        redis-py raises ``RuntimeError``)."""
         loop = asyncio.get_running_loop()
         with self._lock:
             state = self._states.pop(loop, None)
             if self._last[0] is loop:
                 self._last = (None, None)
-        return self.client if state is None else state.client
+            if state is None:
+                return None if self._home_taken else self.client
+        return state.client

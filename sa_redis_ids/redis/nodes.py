@@ -626,9 +626,11 @@ class Node(ForkSafe):
 
     async def aclose(self) -> None:
         """Close the connection pool of the running event loop's client (an asyncio node; the
-        node's own client if this loop has none), and forget it: a later call of this loop
-        opens a new one."""
+        node's own client if no loop used it yet), and forget it: a later call of this loop
+        opens a new one. Another loop's client is left to that loop (see `PerLoop.release`)."""
         client = self._loops.release()
+        if client is None:
+            return
         closing = getattr(client, "aclose", None) or client.close
         await closing()
 
