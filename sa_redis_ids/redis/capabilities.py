@@ -294,6 +294,8 @@ async def probe_async(client: Any, name: str) -> Capabilities:
 
 
 def _pipelined(client: Any) -> list[Any]:
+    """The replies of one sync server to `PROBE`, in one round trip (an error as its
+    exception, but one that says the node cannot answer now is raised)."""
     with client.pipeline(transaction=False) as pipe:
         for command in PROBE:
             pipe.execute_command(*command)
@@ -301,6 +303,8 @@ def _pipelined(client: Any) -> list[Any]:
 
 
 async def _one(call: Callable[..., Any], command: tuple[Any, ...]) -> Any:
+    """The reply of ``call(*command)``, or its error (raised when it says the node cannot
+    answer now, see `_not_now`)."""
     try:
         return await call(*command)
     except redis.RedisError as exc:
@@ -346,6 +350,7 @@ def _raising_lost_connections(replies: list[Any]) -> list[Any]:
 
 
 def _text(value: Any) -> str | None:
+    """A reply part as text (bytes decoded), or None."""
     if value is None:
         return None
     return value.decode() if isinstance(value, bytes) else str(value)
@@ -376,6 +381,7 @@ def _info(reply: Any) -> dict[str, Any]:
 
 
 def _version(text: str | None) -> tuple[int, ...] | None:
+    """``"7.2.4"`` as ``(7, 2, 4)``; None when ``text`` holds no version."""
     match = re.match(r"(\d+)\.(\d+)(?:\.(\d+))?", text or "")
     if match is None:
         return None

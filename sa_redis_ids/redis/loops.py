@@ -161,6 +161,8 @@ class PerLoop:
         return self._find(loop)
 
     def _find(self, loop: asyncio.AbstractEventLoop) -> OnLoop:
+        """`here` past its fast check: ``loop``'s `OnLoop`, made at its first call (the
+        node's own client for the first loop, a twin for each other; closed loops dropped)."""
         with self._lock:
             if self._pid != os.getpid():  # a forked child: nothing of its parent's loops
                 self._states = weakref.WeakKeyDictionary()

@@ -217,6 +217,8 @@ def _message(
 
 
 def _command_message(commands: list[str], script: str | None, prefix: str, text: str) -> str:
+    """What to grant when the ACL user may not run ``commands`` (the one named, or those
+    ``script`` calls), with the server's answer ``text``."""
     grant = GRANT.format(prefix=prefix)
     where = f" in script {script!r}" if script is not None else ""
     if len(commands) == 1:
@@ -236,6 +238,8 @@ def _command_message(commands: list[str], script: str | None, prefix: str, text:
 
 
 def _key_message(text: str, key: Any) -> str:
+    """What to grant (or which ``prefix=`` to give) when the ACL user's key patterns leave
+    out ``key``, the library's key the server refused."""
     prefix = _prefix_of(key)
     if prefix is None:
         return (
@@ -252,6 +256,8 @@ def _key_message(text: str, key: Any) -> str:
 
 
 def _tls_message(error: ssl.SSLError) -> str | None:
+    """What to fix for a TLS ``error`` of the connection (a certificate that does not verify,
+    a server without TLS on the port); None for a TLS error that is no refusal."""
     reason = str(getattr(error, "reason", "") or "")
     verification = isinstance(error, ssl.SSLCertVerificationError)
     if not verification and not any(part in reason for part in _TLS_REASONS):
