@@ -1063,6 +1063,13 @@ def test_date_prefixed_parse_of_edge_dates_is_a_value_error_or_a_round_trip(
     assert gen.compose(parts.day, parts.counter) == value
 
 
+def test_day_366_of_the_last_year_is_a_value_error_not_an_overflow() -> None:
+    """Found by the property above: 9999 is no leap year, so its day 366 would be in 10000."""
+    gen = untouched().date_prefixed("p", fmt="YYYYDDD", length=19)
+    with pytest.raises(ValueError, match="day of year 366 does not exist in 9999"):
+        gen.parse(int("9999366" + "0" * 11 + "1"))
+
+
 @settings(max_examples=300)
 @given(
     layout=st.sampled_from([*LAYOUTS.values(), SnowflakeLayout(0, 40, 3, 20)]),

@@ -87,7 +87,10 @@ def parse_prefix(fmt: str, text: str) -> date:
     ordinal = int(rest)
     if not 1 <= ordinal <= 366:  # first: day 0 of year 1 is before date.min, 873 of 9999 after max
         raise ValueError(f"day of year {ordinal} does not exist in {year}")
-    day = date(year, 1, 1) + timedelta(days=ordinal - 1)
+    try:
+        day = date(year, 1, 1) + timedelta(days=ordinal - 1)
+    except OverflowError:  # day 366 of 9999 (not a leap year) would be in year 10000
+        raise ValueError(f"day of year {ordinal} does not exist in {year}") from None
     if day.year != year:
         raise ValueError(f"day of year {ordinal} does not exist in {year}")
     return day
