@@ -134,7 +134,9 @@ class RedisIdsBase(ForkSafe):
             durable=durable,
             durable_timeout=durable_timeout,
         )
-        self._generators: Recent[tuple[str, str], IdGenerator[Any]] = Recent(GENERATORS_KEPT)
+        self._generators: Recent[tuple[str, str], IdGenerator[Any]] = Recent(
+            GENERATORS_KEPT, what="generators"
+        )
         """The generators made, by (strategy, namespace): the most recently asked kept, the others
         found while alive, with the options each was made with (``use`` builds it anew from them)."""
         self._lock = threading.Lock()
@@ -349,6 +351,12 @@ class RedisIdsBase(ForkSafe):
     def generators_kept(self, kept: int) -> None:
         with self._lock:
             self._resize(kept)
+
+    @property
+    def generators_let_go(self) -> int:
+        """How many times this instance let go of a generator beyond `generators_kept` (the
+        first time logs a warning): above 0, some namespaces are built anew when asked again."""
+        return self._generators.let_go
 
     def _resize(self, kept: int) -> None:
         """Keep at most ``kept`` generators (and asyncio faces) from now on (lock held)."""

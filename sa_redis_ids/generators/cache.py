@@ -15,6 +15,7 @@ snapshot that writes and collections do not disturb.
 
 from __future__ import annotations
 
+import logging
 import weakref
 from collections import OrderedDict
 from collections.abc import Hashable, Iterator
@@ -28,6 +29,8 @@ V = TypeVar("V")
 GENERATORS_KEPT = 1000
 """Generators an instance keeps by default (``ids.generators_kept``) besides those held elsewhere."""
 
+logger = logging.getLogger("sa_redis_ids")
+
 
 def check_kept(kept: object) -> int:
     """``generators_kept``: an int of at least 0 (0: only generators held elsewhere are found)."""
@@ -40,8 +43,12 @@ class Recent(Generic[K, V]):
     """Values by key: the ``kept`` most recently used held here, every other one found while
     something else holds it. ``options``: what each value was made with (dropped with it)."""
 
-    def __init__(self, kept: int = GENERATORS_KEPT):
+    def __init__(self, kept: int = GENERATORS_KEPT, *, what: str | None = None):
         self.kept = check_kept(kept)
+        self.what = what
+        """What the values are, for the one warning when the first is let go (None: no warning)."""
+        self.let_go = 0
+        """How many times a value stopped being held here (it lives on only if held elsewhere)."""
         self._alive: weakref.WeakValueDictionary[K, V] = weakref.WeakValueDictionary()
         self._recent: OrderedDict[K, V] = OrderedDict()
         self._options: weakref.WeakKeyDictionary[Any, dict[str, Any]] = weakref.WeakKeyDictionary()
@@ -74,6 +81,19 @@ class Recent(Generic[K, V]):
     def _trim(self) -> None:
         while len(self._recent) > self.kept:
             self._recent.popitem(last=False)
+            self.let_go += 1
+            if self.let_go == 1 and self.what is not None:
+                # What a freed generator knew is lost with it: said once, counted in `let_go`.
+                logger.warning(
+                    "more %s asked of one instance than generators_kept=%d: the least recently "
+                    "asked are let go, and one nobody else holds is built anew at its next ask, "
+                    "as a new process would build it (its buffered values become gaps, and what "
+                    "this process remembered of each node for it starts over, so a node that "
+                    "comes back rewound is caught by floors and claims alone); raise "
+                    "generators_kept above the namespaces in use at once",
+                    self.what,
+                    self.kept,
+                )
 
     def options(self, key: K) -> dict[str, Any]:
         """The options the value of ``key`` was made with (``KeyError`` when it is gone)."""
