@@ -498,7 +498,8 @@ def test_cli_maintain_uses_the_application_object(
 
 def test_cli_maintain_runs_in_the_foreground_until_interrupted(redis_prefix: str) -> None:
     RedisIds.from_url(REDIS_URL, prefix=redis_prefix).date_prefixed("invoices").next_id()
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    # PYTHONFAULTHANDLER: a SIGABRT prints every thread's stack, for the report of a hang.
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONFAULTHANDLER": "1"}
     code = "import sys; from sa_redis_ids.cli import main; sys.exit(main())"
     argv = ["maintain", "--redis-url", REDIS_URL, "--prefix", redis_prefix]
     process = subprocess.Popen(
@@ -515,7 +516,12 @@ def test_cli_maintain_runs_in_the_foreground_until_interrupted(redis_prefix: str
             lines.append(process.stdout.readline())
             assert lines[-1], "".join(lines)
         process.send_signal(signal.SIGINT)
-        _, err = process.communicate(timeout=30)
+        try:
+            _, err = process.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.send_signal(signal.SIGABRT)
+            _, stacks = process.communicate(timeout=30)
+            pytest.fail(f"maintain did not stop within 30 s of SIGINT; its threads:\n{stacks}")
     finally:
         if process.poll() is None:
             process.kill()
