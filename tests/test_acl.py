@@ -22,14 +22,13 @@ from typing import Any
 import pytest
 import redis
 from redis.exceptions import AuthenticationWrongNumberOfArgsError
-from sqlalchemy import BigInteger, String, create_engine, select
-from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 
-from sa_redis_ids import ConfigError, RedisIds, Redlock, redis_id
+from sa_redis_ids import ConfigError, RedisIds, Redlock
 from sa_redis_ids.asyncio import AsyncRedisIds
 from sa_redis_ids.cli import main
 from sa_redis_ids.redis.refusals import GRANT, refusal_of, script_commands
 from sa_redis_ids.redis.scripts import INCLUDE, script_source
+from tests.support.orm import insert_orders
 from tests.support.services import REDIS_URL
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -213,30 +212,7 @@ def test_every_strategy_the_lock_and_maintenance_work_with_the_documented_grant(
 def test_the_orm_inserts_with_the_documented_grant(real_target: AclTarget, tmp_path: Path) -> None:
     real_target.grant_documented()
     ids = real_target.ids()
-    orders = ids.snowflake("acl_orders")
-    codes = ids.daily_code("acl_codes", code_prefix="OR", digits=6)
-
-    class Base(DeclarativeBase):
-        pass
-
-    class Order(Base):
-        __tablename__ = "orders"
-        id: Mapped[int] = mapped_column(
-            BigInteger, primary_key=True, autoincrement=False, default=redis_id(orders)
-        )
-        code: Mapped[str] = mapped_column(String(20), default=redis_id(codes))
-
-    engine = create_engine(f"sqlite:///{tmp_path / 'orm.db'}")
-    Base.metadata.create_all(engine)
-    try:
-        with Session(engine) as session:
-            session.add_all([Order() for _ in range(30)])
-            session.commit()
-            rows = session.execute(select(Order.id, Order.code)).all()
-        assert len({row.id for row in rows}) == len({row.code for row in rows}) == 30
-    finally:
-        engine.dispose()
-        ids.close()
+    insert_orders(ids, str(tmp_path / "orm.db"), "acl")
 
 
 def test_the_command_line_works_with_the_documented_grant(

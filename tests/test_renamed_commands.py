@@ -20,12 +20,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import BigInteger, String, create_engine, select
-from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 
-from sa_redis_ids import ConfigError, RedisIds, redis_id
+from sa_redis_ids import ConfigError, RedisIds
 from sa_redis_ids.asyncio import AsyncRedisIds
 from sa_redis_ids.cli import main
+from tests.support.orm import insert_orders
 from tests.support.servers import HOST, RedisServer
 from tests.support.services import valkey_server_binary
 
@@ -134,30 +133,7 @@ def test_the_asyncio_front_end_works(renamed: Renamed) -> None:
 
 def test_the_orm_inserts(renamed: Renamed, tmp_path: Path) -> None:
     ids = RedisIds.from_url(renamed.url, cluster=renamed.cluster)
-    orders = ids.snowflake("rn_orders")
-    codes = ids.daily_code("rn_codes", code_prefix="OR", digits=6)
-
-    class Base(DeclarativeBase):
-        pass
-
-    class Order(Base):
-        __tablename__ = "orders"
-        id: Mapped[int] = mapped_column(
-            BigInteger, primary_key=True, autoincrement=False, default=redis_id(orders)
-        )
-        code: Mapped[str] = mapped_column(String(20), default=redis_id(codes))
-
-    engine = create_engine(f"sqlite:///{tmp_path / 'orm.db'}")
-    Base.metadata.create_all(engine)
-    try:
-        with Session(engine) as session:
-            session.add_all([Order() for _ in range(30)])
-            session.commit()
-            rows = session.execute(select(Order.id, Order.code)).all()
-        assert len({row.id for row in rows}) == len({row.code for row in rows}) == 30
-    finally:
-        engine.dispose()
-        ids.close()
+    insert_orders(ids, str(tmp_path / "orm.db"), "rn")
 
 
 def test_the_command_line_works_and_status_says_what_is_lost(

@@ -16,9 +16,10 @@ from typing import Any
 
 import pytest
 import redis
-from sqlalchemy.orm import DeclarativeBase
+from sqlalchemy import BigInteger, String, create_engine, select
+from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 
-from sa_redis_ids import RedisIds
+from sa_redis_ids import RedisIds, redis_id
 from sa_redis_ids.generators.base import IdGenerator
 
 
@@ -93,3 +94,33 @@ def real_redis_ids(client: redis.Redis) -> Iterator[RedisIds]:
     yield RedisIds(client, prefix=prefix)
     for key in client.scan_iter(match=f"{prefix}:*"):
         client.delete(key)
+
+
+def insert_orders(ids: RedisIds, database: str, prefix: str, count: int = 30) -> None:
+    """Insert ``count`` orders into a new SQLite file ``database`` with a snowflake key and a daily
+    code of ``ids`` (namespaces ``<prefix>_orders`` and ``<prefix>_codes``), and check every key
+    and code came out once. Closes ``ids``."""
+    orders = ids.snowflake(f"{prefix}_orders")
+    codes = ids.daily_code(f"{prefix}_codes", code_prefix="OR", digits=6)
+
+    class Base(DeclarativeBase):
+        pass
+
+    class Order(Base):
+        __tablename__ = "orders"
+        id: Mapped[int] = mapped_column(
+            BigInteger, primary_key=True, autoincrement=False, default=redis_id(orders)
+        )
+        code: Mapped[str] = mapped_column(String(20), default=redis_id(codes))
+
+    engine = create_engine(f"sqlite:///{database}")
+    Base.metadata.create_all(engine)
+    try:
+        with Session(engine) as session:
+            session.add_all([Order() for _ in range(count)])
+            session.commit()
+            rows = session.execute(select(Order.id, Order.code)).all()
+        assert len({row.id for row in rows}) == len({row.code for row in rows}) == count
+    finally:
+        engine.dispose()
+        ids.close()
