@@ -500,7 +500,14 @@ def test_cli_maintain_runs_in_the_foreground_until_interrupted(redis_prefix: str
     RedisIds.from_url(REDIS_URL, prefix=redis_prefix).date_prefixed("invoices").next_id()
     # PYTHONFAULTHANDLER: a SIGABRT prints every thread's stack, for the report of a hang.
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONFAULTHANDLER": "1"}
-    code = "import sys; from sa_redis_ids.cli import main; sys.exit(main())"
+    # Ctrl-C as a terminal delivers it: a child inherits SIGINT's blocking and an ignored handler
+    # from its parent, and the suite's process may have either from what ran before (worker
+    # processes, servers), which would leave the child deaf to the signal this test sends.
+    code = (
+        "import signal, sys; signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT}); "
+        "signal.signal(signal.SIGINT, signal.default_int_handler); "
+        "from sa_redis_ids.cli import main; sys.exit(main())"
+    )
     argv = ["maintain", "--redis-url", REDIS_URL, "--prefix", redis_prefix]
     process = subprocess.Popen(
         [sys.executable, "-c", code, *argv, "--date-prefixed", "invoices"],
