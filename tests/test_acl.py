@@ -14,7 +14,7 @@ import asyncio
 import re
 import secrets
 import shlex
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,7 +28,7 @@ from sa_redis_ids.asyncio import AsyncRedisIds
 from sa_redis_ids.cli import main
 from sa_redis_ids.redis.refusals import GRANT, refusal_of, script_commands
 from sa_redis_ids.redis.scripts import INCLUDE, script_source
-from tests.support.orm import insert_orders
+from tests.support.orm import draw_lock_and_maintain, each_strategy, insert_orders
 from tests.support.services import REDIS_URL
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -170,13 +170,7 @@ def cluster_target(request: pytest.FixtureRequest) -> Iterator[AclTarget]:
     yield from _target(request, "cluster")
 
 
-FACTORIES: dict[str, Callable[[RedisIds], Any]] = {
-    "sequence": lambda ids: ids.sequence("acl_seq"),
-    "date_prefixed": lambda ids: ids.date_prefixed("acl_dp"),
-    "snowflake": lambda ids: ids.snowflake("acl_sf"),
-    "short_id": lambda ids: ids.short_id("acl_short", pool_size=100_000),
-    "daily_code": lambda ids: ids.daily_code("acl_dc", code_prefix="AC", digits=6),
-}
+FACTORIES = each_strategy("acl", "AC")
 NEEDS_TIME = {"date_prefixed", "snowflake", "daily_code"}
 
 
@@ -197,14 +191,7 @@ def test_every_strategy_the_lock_and_maintenance_work_with_the_documented_grant(
     acl_target.grant_documented()
     ids = acl_target.ids(strict=True)  # strict: nothing the library relies on is missing
     try:
-        for name, make in FACTORIES.items():
-            generator = make(ids)
-            values = [generator.next_id(), *generator.next_ids(50)]
-            assert len(set(values)) == 51, name
-        with ids.lock("acl-lock", timeout=2) as lease:
-            assert lease.fencing_token >= 1
-        summary = ids.maintenance().run_once()
-        assert not summary.errors, summary.errors
+        draw_lock_and_maintain(ids, FACTORIES)
     finally:
         ids.close()
 

@@ -15,28 +15,21 @@ import logging
 import re
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from sa_redis_ids import ConfigError, RedisIds
 from sa_redis_ids.asyncio import AsyncRedisIds
 from sa_redis_ids.cli import main
-from tests.support.orm import insert_orders
+from tests.support.orm import draw_lock_and_maintain, each_strategy, insert_orders
 from tests.support.servers import HOST, RedisServer
 from tests.support.services import valkey_server_binary
 
 RENAMED = ["--rename-command", "INFO", "", "--rename-command", "CONFIG", ""]
 
-FACTORIES: dict[str, Callable[[Any], Any]] = {
-    "sequence": lambda ids: ids.sequence("rn_seq"),
-    "date_prefixed": lambda ids: ids.date_prefixed("rn_dp"),
-    "snowflake": lambda ids: ids.snowflake("rn_sf"),
-    "short_id": lambda ids: ids.short_id("rn_short", pool_size=100_000),
-    "daily_code": lambda ids: ids.daily_code("rn_dc", code_prefix="RN", digits=6),
-}
+FACTORIES = each_strategy("rn", "RN")
 
 
 class Renamed:
@@ -99,14 +92,7 @@ def test_every_strategy_the_lock_and_maintenance_work_and_say_what_is_lost(
     ids = RedisIds.from_url(renamed.url, cluster=renamed.cluster)
     try:
         with caplog.at_level(logging.WARNING, logger="sa_redis_ids"):
-            for name, make in FACTORIES.items():
-                generator = make(ids)
-                values = [generator.next_id(), *generator.next_ids(50)]
-                assert len(set(values)) == 51, name
-            with ids.lock("rn-lock", timeout=2) as lease:
-                assert lease.fencing_token >= 1
-            summary = ids.maintenance().run_once()
-        assert not summary.errors, summary.errors
+            draw_lock_and_maintain(ids, FACTORIES)
     finally:
         ids.close()
     warnings = [r.getMessage() for r in caplog.records if r.name == "sa_redis_ids"]

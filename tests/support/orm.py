@@ -124,3 +124,27 @@ def insert_orders(ids: RedisIds, database: str, prefix: str, count: int = 30) ->
     finally:
         engine.dispose()
         ids.close()
+
+
+def each_strategy(prefix: str, code_prefix: str) -> dict[str, Callable[[Any], Any]]:
+    """A maker per strategy, by name, for namespaces ``<prefix>_…`` (sync or asyncio ``ids``)."""
+    return {
+        "sequence": lambda ids: ids.sequence(f"{prefix}_seq"),
+        "date_prefixed": lambda ids: ids.date_prefixed(f"{prefix}_dp"),
+        "snowflake": lambda ids: ids.snowflake(f"{prefix}_sf"),
+        "short_id": lambda ids: ids.short_id(f"{prefix}_short", pool_size=100_000),
+        "daily_code": lambda ids: ids.daily_code(f"{prefix}_dc", code_prefix=code_prefix, digits=6),
+    }
+
+
+def draw_lock_and_maintain(ids: RedisIds, makers: dict[str, Callable[[Any], Any]]) -> None:
+    """Draw 51 values of each maker's generator (all distinct), take and free a lock, and run the
+    maintenance once without an error: what a deployment does with ``ids``."""
+    for name, make in makers.items():
+        generator = make(ids)
+        values = [generator.next_id(), *generator.next_ids(50)]
+        assert len(set(values)) == 51, name
+    with ids.lock(f"{ids.prefix}-lock", timeout=2) as lease:
+        assert lease.fencing_token >= 1
+    summary = ids.maintenance().run_once()
+    assert not summary.errors, summary.errors
