@@ -4,7 +4,10 @@
   flushes and tables (a value given back with ``release`` may come again, once). Values a process
   draws directly before it could read the generator's column floor (before its first flush that
   called the generator: documented as drawn without a floor) are kept out of the tables, and a
-  repeat involving one of them is listed as a limit, not a violation.
+  repeat involving one of them is listed as a limit, not a violation. So is a repeat of a value
+  taken from Redis between two losses of its namespace and not committed at the second, by a
+  value taken after it (documented: a second loss while processes still hold values drawn after
+  the first heal); a buffered generator's values count as taken when their block was fetched.
 - **Reserved**: a short ID reserved after the pool's last loss is never handed out.
 - **No false loss**: a process logs (``sa_redis_ids.rewinds``) or counts (``generator.rewinds``)
   a rewind of a namespace only if a fault lost that namespace's data since the process last
@@ -26,12 +29,13 @@
 from __future__ import annotations
 
 import time
+from bisect import bisect_left
 from collections import Counter
 from dataclasses import dataclass, field
 from itertools import combinations
 from typing import Any
 
-from tests.support.model.schema import LABELS, POOL_SIZE
+from tests.support.model.schema import BUFFERED, LABELS, POOL_SIZE
 
 SNOWFLAKE_EPOCH_MS = 1_767_225_600_000
 SNOWFLAKE_HEADROOM_MS = 1000
@@ -40,8 +44,6 @@ ADJACENT = 10
 ADJACENT_PAIRS_FAIL = 4
 MARKER_SECONDS = 1.5
 """How long a namespace's identity marker may hide a lone lost key (it expires after 1 s)."""
-BUFFERED = frozenset({"seqb"})
-"""Generators whose draws may be served from memory (no Redis call, so no observation)."""
 
 
 def adjacent_pairs(values: list[int]) -> int:
@@ -69,6 +71,18 @@ class Ledger:
     sf_cap_ms: int = 0
     """The furthest (absolute ms) a snowflake heal may have put the state."""
     floorless: dict[str, set[Any]] = field(default_factory=lambda: {x: set() for x in LABELS})
+    taken_at: dict[str, dict[Any, float]] = field(default_factory=lambda: {x: {} for x in LABELS})
+    """When each value handed out was taken from Redis (its block's fetch, or its step)."""
+    losses: dict[str, list[float]] = field(default_factory=lambda: {x: [] for x in LABELS})
+    """When each loss of a namespace began (``time.monotonic()``, ascending)."""
+    committed_at_loss: dict[str, list[set[Any]]] = field(
+        default_factory=lambda: {x: [] for x in LABELS}
+    )
+    """Per loss of a namespace (as `losses`), its values committed in the tables then."""
+    fetches: dict[str, dict[str, list[range]]] = field(default_factory=dict)
+    """Per process and buffered generator, the blocks it fetched, with their fetch times apart
+    (`fetch_times`)."""
+    fetch_times: dict[str, dict[str, list[float]]] = field(default_factory=dict)
     violations: list[str] = field(default_factory=list)
     limits: list[str] = field(default_factory=list)
     """Repeats the documentation does not cover (a value drawn before its floor was known)."""
@@ -82,6 +96,8 @@ class Ledger:
 
     def joined(self, name: str) -> None:
         self.pending[name] = set(self.unhealed)
+        self.fetches[name] = {label: [] for label in BUFFERED}
+        self.fetch_times[name] = {label: [] for label in BUFFERED}
         self.rewinds[name] = dict.fromkeys(LABELS, 0)
         self.logged[name] = dict.fromkeys(LABELS, 0)
 
@@ -92,12 +108,21 @@ class Ledger:
 
     def outcome(self, step: str, who: str, outcome: dict[str, Any]) -> None:
         where = f"{who} at {step!r}"
+        now = time.monotonic()
+        limits, violations = len(self.limits), len(self.violations)
+        for label, blocks in outcome.get("fetched", {}).items():
+            for at, start, stop, step_by in blocks:
+                self.fetches[who][label].append(range(start, stop, step_by))
+                self.fetch_times[who][label].append(at)
         for label, values in outcome["values"].items():
-            self._received(label, values, where)
+            self._received(label, values, where, self._taken(who, label, now))
         for label, values in outcome["floorless"].items():
-            self._received(label, values, where, floorless=True)
+            self._received(label, values, where, self._taken(who, label, now), floorless=True)
+        explained = len(self.limits) > limits and len(self.violations) == violations
         for kind, library, message in outcome["errors"]:
-            if not library:
+            if kind == "IntegrityError" and explained:  # the repeats just counted as limits
+                self.limits.append(f"{where}: {kind} on the values above: {message}")
+            elif not library:
                 self.violations.append(f"{where}: {kind} is not a SaRedisIdsError: {message}")
         for label, values in outcome["concurrent"].items():
             if label == "sid" and len(values) > 1:
@@ -114,14 +139,50 @@ class Ledger:
             self.released["sid"][value] += 1
         self._rewinds(where, who, outcome)
 
+    def _taken(self, who: str, label: str, now: float) -> Any:
+        """When ``who`` took a value of ``label`` it hands out now from Redis: the fetch of the
+        latest block holding it (a buffered generator), else ``now`` (the step)."""
+        if label not in BUFFERED or who not in self.fetches:
+            return lambda value: now
+        blocks, times = self.fetches[who][label], self.fetch_times[who][label]
+
+        def taken(value: Any) -> float:
+            for index in range(len(blocks) - 1, -1, -1):
+                if value in blocks[index]:
+                    return times[index]
+            return now  # (every fetch is traced: not reached)
+
+        return taken
+
+    def _held_over(self, label: str, value: Any, first: float, again: float) -> bool:
+        """Whether ``value``, taken from Redis at ``first`` and again at ``again``, was taken
+        between two losses of ``label`` and not committed at the second, the other time after
+        it: the documented limit of a second loss soon after a first. A time counts in the
+        span after the last loss begun before it (a fetch that returned after a loss began
+        counts as after it, though Redis may have run it before: that can only turn a limit into
+        a violation, never hide one)."""
+        times = self.losses[label]
+        spans = sorted((bisect_left(times, first), bisect_left(times, again)))
+        if spans[0] == 0 or spans[0] == spans[1]:
+            return False  # taken before any loss, or twice between the same two
+        return value not in self.committed_at_loss[label][spans[0]]
+
     def _received(
-        self, label: str, values: list[Any], where: str, *, floorless: bool = False
+        self,
+        label: str,
+        values: list[Any],
+        where: str,
+        taken: Any,
+        *,
+        floorless: bool = False,
     ) -> None:
         holders = self.holders[label]
+        taken_at = self.taken_at[label]
         self.received += len(values)
         unread = self.floorless[label]
         for value in values:
             first = holders.get(value)
+            at = taken(value)
             if first is not None:
                 if self.released[label][value] > 0:
                     self.released[label][value] -= 1
@@ -130,11 +191,17 @@ class Ledger:
                         f"{where}: {label} value {value!r} again (first {first}); one of them "
                         "was drawn directly before the process could read its column floor"
                     )
+                elif self._held_over(label, value, taken_at[value], at):
+                    self.limits.append(
+                        f"{where}: {label} value {value!r} again (first {first}); one of them "
+                        "was taken from Redis after a loss and held uncommitted at the next one"
+                    )
                 else:
                     self.violations.append(
                         f"{where}: {label} value {value!r} handed out twice (first {first})"
                     )
             holders[value] = where
+            taken_at[value] = at
             if floorless:
                 unread.add(value)
             if label == "sid" and value in self.reserved:
@@ -193,11 +260,14 @@ class Ledger:
             if value not in self.holders["sid"]:
                 self.reserved[value] = where
 
-    def lost(self, namespaces: set[str]) -> None:
-        """A fault lost these namespaces' data."""
+    def lost(self, namespaces: set[str], began: float, committed: dict[str, list[Any]]) -> None:
+        """A fault that began at ``began`` (``time.monotonic()``) lost these namespaces' data;
+        ``committed``: every value the tables held when it began."""
         self.unhealed |= namespaces
         for label in namespaces:
             self.lost_at[label] = time.monotonic()
+            self.losses[label].append(began)
+            self.committed_at_loss[label].append(set(committed.get(label, ())))
         for pending in self.pending.values():
             pending |= namespaces
         if "sf" in namespaces:

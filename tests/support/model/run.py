@@ -196,9 +196,7 @@ class Report:
     def text(self) -> str:
         """The violations, the replayable trace (up to the failing step) and the run's log."""
         head = f"seed {self.seed}" if self.seed is not None else "trace"
-        limits = (
-            f", {len(self.limits)} repeats of values drawn before the floor" if self.limits else ""
-        )
+        limits = f", {len(self.limits)} documented repeats" if self.limits else ""
         if not self.failed:
             return (
                 f"{head}: {self.steps_run} steps, {self.received} values, "
@@ -327,6 +325,8 @@ def execute(trace: list[str], *, seed: int | None = None, check_every: int = 5) 
                 continue
             if words[0] == "fault":
                 settle(0.1)
+                committed = table_values(db_path)
+                began = time.monotonic()
                 state = world.state()
                 key = words[2] if len(words) > 2 else None  # delete-key KEY: that key
                 done = world.fault(words[1], random.Random(f"{seed}/{index}"), key)
@@ -334,7 +334,7 @@ def execute(trace: list[str], *, seed: int | None = None, check_every: int = 5) 
                 if words[1] in MOVES:  # documented: a new identity makes every process heal
                     lost |= set(LABELS)
                     done += " (the node moved: every namespace heals)"
-                ledger.lost(lost)
+                ledger.lost(lost, began, committed)
                 entry = f"{done}; lost: {', '.join(sorted(lost)) or 'nothing'}"
             else:
                 process = processes[words[0]]

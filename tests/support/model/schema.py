@@ -43,6 +43,8 @@ GENERATORS: tuple[GeneratorConfig, ...] = (
     GeneratorConfig("dc", "daily_code", {"digits": 6, "tz": "UTC"}, "alpha", "code"),
 )
 LABELS = tuple(config.label for config in GENERATORS)
+BUFFERED = frozenset({"seqb"})
+"""Generators whose values may be served from memory, fetched steps before they are handed out."""
 BY_LABEL = {config.label: config for config in GENERATORS}
 TABLE_COLUMNS: dict[str, dict[str, str]] = {
     "alpha": {"id": "seq", "event": "sf", "short": "sid", "code": "dc"},

@@ -32,6 +32,7 @@ import os
 import pickle
 import signal
 import threading
+import time
 import traceback
 from collections import Counter
 from collections.abc import Callable
@@ -46,9 +47,12 @@ from sqlalchemy.orm import Session
 
 from sa_redis_ids import RedisIds, SaRedisIdsError
 from sa_redis_ids.asyncio import AsyncRedisIds
-from tests.support.model.schema import BY_LABEL, LABELS, TABLE_COLUMNS, generators, models
+from tests.support.model.schema import BUFFERED, BY_LABEL, LABELS, TABLE_COLUMNS, generators, models
 
 Outcome = dict[str, Any]
+Fetch = tuple[float, int, int, int]
+"""A fetch of a buffered generator: when it returned (``time.monotonic()``, shared by the
+processes of one machine) and its values as ``range`` arguments (start, stop, step)."""
 
 
 @dataclass(frozen=True)
@@ -87,6 +91,8 @@ class Result:
     released: list[int] = field(default_factory=list)
     child: dict[str, Any] | None = None
     """A forked child's rewind counters and records (they went on from this process's)."""
+    fetched: dict[str, list[Fetch]] = field(default_factory=dict)
+    """A forked child's fetches of buffered generators (see `Worker.fetched`)."""
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def add(self, label: str, values: list[Any]) -> None:
@@ -131,7 +137,29 @@ class Worker:
         self.floor_known: set[str] = set()
         """Generators called in a flush of this process: their column floor can be read
         outside a flush now (through the engine it was read with)."""
+        self.fetched: dict[str, list[Fetch]] = {label: [] for label in BUFFERED}
+        """Per buffered generator, the blocks fetched since the last outcome: a value of one
+        may be handed out steps later, so when it was taken from Redis is reported apart."""
+        self.fetching = threading.Lock()
+        for label in BUFFERED:
+            self.trace_fetches(label)
         self.make_engine()
+
+    def trace_fetches(self, label: str) -> None:
+        """Record every block ``label``'s generator takes from Redis (its buffer's fetches and
+        direct batches, sync and asyncio: all go through the instance's ``_take_on``)."""
+        generator = self.gens[label]
+        core = getattr(generator, "generator", generator)  # an asyncio generator's own
+        take_on = core._take_on
+        fetched, lock = self.fetched, self.fetching
+
+        def traced(node: Any, n: int) -> Any:
+            values = yield from take_on(node, n)
+            with lock:
+                fetched[label].append((time.monotonic(), values.start, values.stop, values.step))
+            return values
+
+        core._take_on = traced
 
     def make_ids(self) -> Any:
         return self._ids(RedisIds)
@@ -167,9 +195,19 @@ class Worker:
             "released": result.released,
             "child": result.child,
             "floor_known": sorted(self.floor_known),
+            "fetched": self.take_fetched(result),
             "rewinds": {label: int(self.gens[label].rewinds) for label in LABELS},
             "logged": {label: self.records.counts[label] for label in LABELS},
         }
+
+    def take_fetched(self, result: Result) -> dict[str, list[Fetch]]:
+        """The fetches since the last outcome (this process's and a forked child's)."""
+        found = {}
+        with self.fetching:
+            for label in BUFFERED:
+                found[label] = self.fetched[label] + result.fetched.get(label, [])
+                self.fetched[label] = []
+        return found
 
     def held(self, result: Result, label: str, values: list[Any], known: bool) -> list[Any]:
         """The directly drawn ``values`` to insert: none when the floor was not known at the
@@ -279,6 +317,8 @@ class Worker:
             os.close(read)
             signal.alarm(60)
             child = Result()
+            for label in BUFFERED:  # the child reports its own fetches
+                self.fetched[label] = []
             try:
                 self.engine.dispose(close=False)
                 self.do_draw(child, label, n, "many" if n > 1 else "one")
@@ -288,6 +328,7 @@ class Worker:
                 {
                     "values": child.values,
                     "floorless": child.floorless,
+                    "fetched": self.fetched,
                     "errors": child.errors,
                     "rewinds": {x: int(self.gens[x].rewinds) for x in LABELS},
                     "logged": dict(self.records.counts),
@@ -309,6 +350,7 @@ class Worker:
         for each, values in found["floorless"].items():
             result.floorless.setdefault(each, []).extend(values)
         result.errors.extend(found["errors"])
+        result.fetched = found["fetched"]
         result.child = {"rewinds": found["rewinds"], "logged": found["logged"]}
 
     def own_shorts(self) -> list[int]:
