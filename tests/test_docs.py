@@ -22,7 +22,7 @@ DEMO_COMMAND = (
 )
 TEST_COMMAND = (
     "python3 -m venv .venv && .venv/bin/pip install -q -e '.[all,test]' && "
-    ".venv/bin/python -m pytest"
+    ".venv/bin/python -m pytest -n auto --dist loadfile"
 )
 
 

@@ -16,6 +16,7 @@ import asyncio
 import inspect
 import math
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -92,8 +93,11 @@ def case(
     names: str | tuple[str, ...],
     errors: type[Exception] | tuple[type[Exception], ...] = ConfigError,
 ) -> Any:
+    # A test's id is the same in every process (``object at 0x...`` would differ: a parallel
+    # run's workers must collect the same tests).
+    stable = re.sub(r" at 0x[0-9a-f]+", "", id)
     return pytest.param(
-        Case(id, call, errors, (names,) if isinstance(names, str) else names), id=id
+        Case(stable, call, errors, (names,) if isinstance(names, str) else names), id=stable
     )
 
 

@@ -5,6 +5,7 @@ Every process started here is stopped by its own process id; nothing else is tou
 
 from __future__ import annotations
 
+import os
 import random
 import signal
 import socket
@@ -30,10 +31,23 @@ def _free(port: int) -> bool:
     return True
 
 
+def _port_range() -> tuple[int, int]:
+    """Where this test process picks its ports: 20000-29999, split between the workers of a
+    parallel run (``pytest -n``) so that two workers never race for one port; a cluster node's
+    bus port (+10000) lands in 30000-39999, also split."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    count = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1") or 1)
+    index = int(worker[2:]) if worker.startswith("gw") and worker[2:].isdigit() else 0
+    width = 10000 // max(count, 1)
+    low = 20000 + index * width
+    return low, low + width - 1
+
+
 def free_port(*, with_bus: bool = False) -> int:
     """A loopback port nobody listens on (and, for cluster nodes, its bus port +10000 too)."""
+    low, high = _port_range()
     for _ in range(200):
-        port = random.randint(20000, 40000)
+        port = random.randint(low, high)
         if _free(port) and (not with_bus or _free(port + 10000)):
             return port
     raise RuntimeError("no free loopback port found")

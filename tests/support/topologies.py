@@ -339,15 +339,23 @@ class SentinelTopology:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
+CREATE_NODE_TIMEOUT_MS = 5000
+"""A test cluster's node timeout while it is created (see `ReplicatedCluster`)."""
+
+
 class ReplicatedCluster:
     """A Redis Cluster of 3 masters and 3 replicas (``--cluster-replicas 1``) on loopback."""
 
     def __init__(self, *, masters: int = 3, node_timeout_ms: int = 1000):
         self.dir = Path(tempfile.mkdtemp(prefix="sa_redis_ids_rcluster_"))
+        self._node_timeout_ms = node_timeout_ms
         args = [
             *REPLICATION_ARGS,
+            # Created with a node timeout long enough that a busy machine (a parallel run, a
+            # saturated CPU) cannot make a node miss it and set off a failover before the
+            # cluster is whole; the timeout the tests want is set once it is (`start`).
             "--cluster-node-timeout",
-            str(node_timeout_ms),
+            str(max(node_timeout_ms, CREATE_NODE_TIMEOUT_MS)),
             "--cluster-replica-validity-factor",
             "0",  # a replica may always take over, however long its link was down
         ]
@@ -363,6 +371,8 @@ class ReplicatedCluster:
     def start(self) -> ReplicatedCluster:
         create_cluster(self.servers, replicas=1)
         self.wait_healthy()
+        for server in self.servers:
+            server.client().config_set("cluster-node-timeout", self._node_timeout_ms)
         return self
 
     def _roles(self) -> dict[int, tuple[str, str, str]]:
@@ -403,7 +413,24 @@ class ReplicatedCluster:
             masters = self.masters()
             return len(masters) == self._masters and all(replicas_in_sync(m, 1) for m in masters)
 
-        wait_until(healthy, "a healthy cluster with one replica per master", timeout=30)
+        try:
+            wait_until(healthy, "a healthy cluster with one replica per master", timeout=60)
+        except RuntimeError as exc:
+            raise RuntimeError(f"{exc}; the nodes now:\n{self._describe()}") from None
+
+    def _describe(self) -> str:
+        """Each node's own view (``CLUSTER INFO`` state, ``CLUSTER NODES``), for a failure."""
+        views = []
+        for server in self.servers:
+            try:
+                client = server.client()
+                state = client.cluster("INFO").get("cluster_state")
+                nodes = client.execute_command("CLUSTER", "NODES")
+                text = nodes.decode() if isinstance(nodes, bytes) else str(nodes)
+                views.append(f"{server.port}: {state}\n{text}")
+            except (redis.RedisError, OSError) as error:
+                views.append(f"{server.port}: {error}")
+        return "\n".join(views)
 
     def kill_master(self, server: RedisServer | None = None) -> RedisServer:
         """SIGKILL a master (the first by default) and wait until its replica is promoted and the
