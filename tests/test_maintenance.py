@@ -25,6 +25,7 @@ from sa_redis_ids import ConfigError, DayPurged, RedisIds
 from sa_redis_ids.cli import main
 from sa_redis_ids.lock import lock_keys
 from sa_redis_ids.maintenance import Maintenance, MaintenanceSummary
+from sa_redis_ids.maintenance.job import LOCK_NAME
 from sa_redis_ids.maintenance.scheduling import JOB_ID, MISFIRE_GRACE_TIME
 from sa_redis_ids.testing import shift_time
 from tests.conftest import Backend
@@ -496,8 +497,15 @@ def test_cli_maintain_uses_the_application_object(
         sys.modules.pop(module, None)
 
 
-def test_cli_maintain_runs_in_the_foreground_until_interrupted(redis_prefix: str) -> None:
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_cli_maintain_runs_in_the_foreground_until_stopped_and_releases_its_lease(
+    redis_prefix: str, stop: signal.Signals
+) -> None:
+    """Ctrl-C (SIGINT) or a service manager's SIGTERM ends ``maintain`` cleanly: exit status 0
+    and the lease released, so another instance takes over at once (not after ``lock_ttl``)."""
     RedisIds.from_url(REDIS_URL, prefix=redis_prefix).date_prefixed("invoices").next_id()
+    client = redis.Redis.from_url(REDIS_URL)
+    lease = lock_keys(redis_prefix, LOCK_NAME)[0]
     # PYTHONFAULTHANDLER: a SIGABRT prints every thread's stack, for the report of a hang.
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONFAULTHANDLER": "1"}
     # Ctrl-C as a terminal delivers it: a child inherits SIGINT's blocking and an ignored handler
@@ -522,18 +530,21 @@ def test_cli_maintain_runs_in_the_foreground_until_interrupted(redis_prefix: str
         while not lines[-1].startswith("  invoices"):
             lines.append(process.stdout.readline())
             assert lines[-1], "".join(lines)
-        process.send_signal(signal.SIGINT)
+        assert client.exists(lease), "a clean run keeps its lease until the next one"
+        process.send_signal(stop)
         try:
             _, err = process.communicate(timeout=30)
         except subprocess.TimeoutExpired:
             process.send_signal(signal.SIGABRT)
             _, stacks = process.communicate(timeout=30)
-            pytest.fail(f"maintain did not stop within 30 s of SIGINT; its threads:\n{stacks}")
+            pytest.fail(f"maintain did not stop within 30 s of {stop.name}; its threads:\n{stacks}")
     finally:
         if process.poll() is None:
             process.kill()
             process.wait()
     assert process.returncode == 0, err
+    assert not client.exists(lease), "the lease is released on the way out"
+    client.close()
     assert lines[0].startswith("note: day counters are not created")
     assert lines[1].startswith("maintenance scheduled: hourly and at 23:50 in UTC")
     assert lines[2].startswith("maintenance at ")

@@ -21,8 +21,10 @@ import argparse
 import contextlib
 import importlib
 import os
+import signal
 import sys
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from typing import Any, TextIO
 
@@ -310,12 +312,33 @@ def run_forever(
         file=announce or sys.stdout,
         flush=True,
     )
-    try:
-        scheduler.start()
-    except (KeyboardInterrupt, SystemExit):
-        pass
-    finally:
-        if scheduler.running:
-            scheduler.shutdown(wait=True)
-        maintenance.release_lease()
+    with _stopped_by_sigterm():
+        try:
+            scheduler.start()
+        except (KeyboardInterrupt, SystemExit):
+            pass
+        finally:
+            if scheduler.running:
+                scheduler.shutdown(wait=True)
+            maintenance.release_lease()
     return 0
+
+
+@contextlib.contextmanager
+def _stopped_by_sigterm() -> Iterator[None]:
+    """While the foreground scheduler runs, SIGTERM (what systemd, Docker and Kubernetes send to
+    stop a service) ends it as Ctrl-C does: the running job finishes and the lease is released,
+    so another instance can take over at once instead of after ``lock_ttl``. Python's default
+    would end the process on the spot, lease held. Only the main thread can set a handler."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum: int, frame: object) -> None:
+        raise SystemExit(0)
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)
