@@ -8,14 +8,16 @@ of what seeds found sit below the seeds.
 
 from __future__ import annotations
 
+import sqlite3
 import time
+from pathlib import Path
 
 import pytest
 
 from benchmarks import soak
 from sa_redis_ids import RedisIds
 from tests.support.model.ledger import Ledger
-from tests.support.model.run import execute, plan, run_seed
+from tests.support.model.run import execute, lock_holders, plan, run_seed
 from tests.support.model.schema import LABELS
 from tests.support.services import require_binary
 from tests.support.topologies import ReplicatedPair
@@ -320,3 +322,17 @@ def test_the_ledger_bounds_the_snowflake_lead_unless_a_loss_needed_more() -> Non
     assert len(ledger.violations) == 1  # a heal resumes headroom (1000 ms) past the clock
     ledger.snowflake("d", ledger.snowflake_loss_open(), 1200, now)
     assert len(ledger.violations) == 2
+
+
+def test_a_locked_database_names_who_holds_the_lock(tmp_path: Path) -> None:
+    """What a run that stopped on "database is locked" reports: the holders, by name."""
+    db_path = tmp_path / "model.sqlite"
+    holder = sqlite3.connect(db_path, isolation_level=None)
+    try:
+        holder.execute("CREATE TABLE t (x)")
+        assert lock_holders(db_path, {}) == "locks on the database: none"
+        holder.execute("BEGIN EXCLUSIVE")
+        found = lock_holders(db_path, {})
+    finally:
+        holder.close()
+    assert found.startswith("locks on the database: the harness: POSIX ADVISORY WRITE"), found

@@ -25,6 +25,7 @@ one, so the trace up to there reproduces it.
 
 from __future__ import annotations
 
+import os
 import random
 import shutil
 import tempfile
@@ -257,6 +258,25 @@ def _summary(outcome: dict[str, Any]) -> str:
     return " | ".join(part for part in (got, errors, notes) if part)
 
 
+def lock_holders(db_path: Path, processes: dict[str, Process]) -> str:
+    """Who holds a lock on the shared database file now (``/proc/locks``, Linux), by worker
+    name: what a "database is locked" failure needs to say (SQLite waits up to 60 s)."""
+    try:
+        inode = db_path.stat().st_ino
+        lines = Path("/proc/locks").read_text().splitlines()
+    except OSError as exc:
+        return f"locks on the database: unknown ({exc})"
+    names = {process.process.pid: name for name, process in processes.items()}
+    names[os.getpid()] = "the harness"
+    held = []
+    for line in lines:
+        fields = line.split()
+        if len(fields) > 5 and fields[5].rsplit(":", 1)[-1] == str(inode):
+            pid = int(fields[4])
+            held.append(f"{names.get(pid, f'pid {pid}')}: {' '.join(fields[1:4])} {fields[6:]}")
+    return "locks on the database: " + ("; ".join(held) or "none")
+
+
 def table_values(db_path: Path) -> dict[str, list[Any]]:
     """Every committed generator value, per generator label, read from the shared database."""
     engine = create_engine(f"sqlite:///{db_path}", connect_args={"timeout": 60})
@@ -370,6 +390,8 @@ def execute(trace: list[str], *, seed: int | None = None, check_every: int = 5) 
         report.violations.append(f"the run stopped: {type(exc).__name__}: {exc}")
         report.failed_at = report.steps_run
     finally:
+        if any("database is locked" in line for line in [*ledger.violations, *report.violations]):
+            report.log.append(lock_holders(db_path, processes))
         for process in processes.values():
             process.stop()
         if world is not None:
