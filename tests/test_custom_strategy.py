@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import importlib
 import json
+import sys
 import threading
 import uuid
 from collections.abc import Iterator
@@ -42,12 +43,23 @@ NAME = "stride_counter"
 
 
 @pytest.fixture
-def stride_ids(monkeypatch: pytest.MonkeyPatch) -> ModuleType:
-    """The example package, imported (its strategy registered); the CLI told to load it."""
+def stride_ids(monkeypatch: pytest.MonkeyPatch) -> Iterator[ModuleType]:
+    """The example package, imported afresh (its strategy registered); the CLI told to load it.
+    The registration ends with the test: later tests (in any order) see the built-in
+    strategies only."""
+    monkeypatch.setattr(registry, "_STRATEGIES", dict(registry._STRATEGIES))
     monkeypatch.syspath_prepend(str(EXAMPLE))
     monkeypatch.setenv(registry.MODULES_ENV, "stride_ids")
     monkeypatch.delenv("SA_REDIS_IDS_URL", raising=False)
-    return importlib.import_module("stride_ids")
+    _forget_stride_ids()
+    yield importlib.import_module("stride_ids")
+    _forget_stride_ids()
+
+
+def _forget_stride_ids() -> None:
+    """Drop the example package from ``sys.modules``: the next import registers it again."""
+    for name in [name for name in sys.modules if name.split(".")[0] == "stride_ids"]:
+        del sys.modules[name]
 
 
 @pytest.fixture
