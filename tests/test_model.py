@@ -209,6 +209,28 @@ def test_a_block_held_from_a_first_heal_across_a_second_loss_is_counted_as_the_d
     assert "IntegrityError on the values above" in failed, report.text()
 
 
+def test_a_promotion_restarted_before_any_call_is_counted_as_the_documented_limit() -> None:
+    """A replica that missed writes, promoted and restarted from its own data before any process
+    called it, looks like a restart: the promotion goes unseen and what it missed is handed out
+    again (documented as not covered). The ledger counts those repeats apart. Found by soak seed
+    355758784."""
+    trace = [
+        "world direct",
+        "spawn P1 sync",
+        "spawn P2 sync",
+        "P1 flush alpha 3",  # P1 has read its floors: its mark is all it checks from now on
+        "fault replica-cut",  # the replica misses what follows
+        "P2 flush alpha 20",
+        "fault promote",
+        "fault restart-rdb",  # before any process called the promoted replica
+        "P1 flush alpha 20",  # P2's values again: the node looks restarted, nothing is healed
+    ]
+    report = execute(trace)
+    assert not report.failed, report.text()
+    unseen = [line for line in report.limits if "promotion between them went unseen" in line]
+    assert unseen, report.text()
+
+
 # -- the ledger flags what it checks (pure: no server) ------------------------------------------
 
 

@@ -55,6 +55,7 @@ DIRECT_FAULTS = (
     "cut-connections",
 )
 SENTINEL_FAULTS = ("flushall", "delete-key", "cut-connections")
+RESTARTS_WITH_DATA = frozenset({"restart-aof", "restart-rdb"})
 MOVES = frozenset({"promote", "sentinel-switch"})
 """Faults after which the node is another server (a promoted replica): the documented defence
 heals every namespace in every process, whether or not the replica missed writes, so a rewind
@@ -317,6 +318,9 @@ def execute(trace: list[str], *, seed: int | None = None, check_every: int = 5) 
     create_tables(db_path)
     world: World | None = None
     processes: dict[str, Process] = {}
+    moved_at: dict[str, float] = {}
+    """The namespaces no process has called since the node last moved (a promotion: when it
+    began); a restart from the server's data then hides the move from them."""
     started = time.monotonic()
     try:
         for index, step in enumerate(trace):
@@ -354,6 +358,18 @@ def execute(trace: list[str], *, seed: int | None = None, check_every: int = 5) 
                 if words[1] in MOVES:  # documented: a new identity makes every process heal
                     lost |= set(LABELS)
                     done += " (the node moved: every namespace heals)"
+                elif moved_at and words[1] in RESTARTS_WITH_DATA:
+                    for label, moved in moved_at.items():
+                        ledger.promotion_unseen(label, moved)
+                    done += (
+                        f" (the promoted replica restarted before any process called "
+                        f"{', '.join(sorted(moved_at))}: for them its promotion goes unseen, "
+                        "documented as not covered)"
+                    )
+                if words[1] in MOVES:
+                    moved_at = dict.fromkeys(LABELS, began)
+                elif words[1] in RESTARTS_WITH_DATA:
+                    moved_at = {}
                 ledger.lost(lost, began, committed)
                 entry = f"{done}; lost: {', '.join(sorted(lost)) or 'nothing'}"
             else:
@@ -364,6 +380,10 @@ def execute(trace: list[str], *, seed: int | None = None, check_every: int = 5) 
                 outcome = process.call(command_of(words[1:]))
                 heals = len(ledger.healed)
                 ledger.outcome(step, words[0], outcome)
+                for found in (outcome["values"], outcome["floorless"]):
+                    for label, values in found.items():
+                        if values:  # the namespace was called after the move: it was seen
+                            moved_at.pop(label, None)
                 if words[1] == "reserve" and not outcome["errors"]:
                     ledger.reserve(command_of(words[1:])[1], f"at step {index}")
                 if words[1] == "exit":
