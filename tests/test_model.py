@@ -357,4 +357,12 @@ def test_a_locked_database_names_who_holds_the_lock(tmp_path: Path) -> None:
         found = lock_holders(db_path, {})
     finally:
         holder.close()
-    assert found.startswith("locks on the database: the harness: POSIX ADVISORY WRITE"), found
+    assert found == "locks on the database: the harness: WRITE", found
+
+
+def test_the_ledger_flags_a_lock_left_on_the_database_after_a_step() -> None:
+    ledger = _ledger("P1")
+    ledger.outcome("a", "P1", _outcome(locks=[]))
+    assert ledger.violations == []
+    ledger.outcome("b", "P1", _outcome(locks=["READ"]))
+    assert len(ledger.violations) == 1 and "still holds READ locks" in ledger.violations[0]

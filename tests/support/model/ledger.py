@@ -26,6 +26,8 @@
   values of the default 10,000,000 pool about 0.09 pairs are expected, and 4 or more come by
   chance about 3 times in a million; among 16, far less).
 - **Library errors only**: every exception a call raised is a ``SaRedisIdsError``.
+- **No lock left on the database**: after a step, a process holds no lock on the tables' SQLite
+  file (a read left open would block every other process's commit).
 """
 
 from __future__ import annotations
@@ -122,6 +124,11 @@ class Ledger:
             self._received(label, values, where, self._taken(who, label, now))
         for label, values in outcome["floorless"].items():
             self._received(label, values, where, self._taken(who, label, now), floorless=True)
+        if outcome.get("locks"):
+            self.violations.append(
+                f"{where}: the process still holds {'/'.join(outcome['locks'])} locks on the "
+                "database after its step (a read left open blocks every other commit)"
+            )
         explained = len(self.limits) > limits and len(self.violations) == violations
         for kind, library, message in outcome["errors"]:
             if kind == "IntegrityError" and explained:  # the repeats just counted as limits

@@ -38,6 +38,7 @@ from sqlalchemy import create_engine, select
 
 from sa_redis_ids import RedisIds
 from tests.support.model.ledger import Ledger
+from tests.support.model.locks import database_locks
 from tests.support.model.schema import LABELS, POOL_OFFSET, POOL_SIZE, TABLE_COLUMNS, models
 from tests.support.model.worker import WorkerSpec, main
 from tests.support.model.world import World, lost_namespaces, settle
@@ -260,21 +261,11 @@ def _summary(outcome: dict[str, Any]) -> str:
 
 
 def lock_holders(db_path: Path, processes: dict[str, Process]) -> str:
-    """Who holds a lock on the shared database file now (``/proc/locks``, Linux), by worker
-    name: what a "database is locked" failure needs to say (SQLite waits up to 60 s)."""
-    try:
-        inode = db_path.stat().st_ino
-        lines = Path("/proc/locks").read_text().splitlines()
-    except OSError as exc:
-        return f"locks on the database: unknown ({exc})"
+    """Who holds a lock on the shared database file now, by worker name: what a "database is
+    locked" failure needs to say (SQLite waits up to 60 s)."""
     names = {process.process.pid: name for name, process in processes.items()}
     names[os.getpid()] = "the harness"
-    held = []
-    for line in lines:
-        fields = line.split()
-        if len(fields) > 5 and fields[5].rsplit(":", 1)[-1] == str(inode):
-            pid = int(fields[4])
-            held.append(f"{names.get(pid, f'pid {pid}')}: {' '.join(fields[1:4])} {fields[6:]}")
+    held = [f"{names.get(pid, f'pid {pid}')}: {kind}" for pid, kind in database_locks(db_path)]
     return "locks on the database: " + ("; ".join(held) or "none")
 
 

@@ -47,6 +47,7 @@ from sqlalchemy.orm import Session
 
 from sa_redis_ids import RedisIds, SaRedisIdsError
 from sa_redis_ids.asyncio import AsyncRedisIds
+from tests.support.model.locks import database_locks
 from tests.support.model.schema import BUFFERED, BY_LABEL, LABELS, TABLE_COLUMNS, generators, models
 
 Outcome = dict[str, Any]
@@ -185,6 +186,17 @@ class Worker:
             result.error(exc)
         return self.outcome(result)
 
+    def locks_left(self) -> list[str]:
+        """The locks this process still holds on the database after a step (none is right: a
+        read left open blocks every other process's commit), asked twice 0.2 s apart so that a
+        background read of the moment (a buffer's prefetch reading its floor) is not one."""
+        for _ in range(2):
+            held = [kind for pid, kind in database_locks(self.spec.db_path) if pid == os.getpid()]
+            if not held:
+                return []
+            time.sleep(0.2)
+        return held
+
     def outcome(self, result: Result) -> Outcome:
         return {
             "values": result.values,
@@ -195,6 +207,7 @@ class Worker:
             "released": result.released,
             "child": result.child,
             "floor_known": sorted(self.floor_known),
+            "locks": self.locks_left(),
             "fetched": self.take_fetched(result),
             "rewinds": {label: int(self.gens[label].rewinds) for label in LABELS},
             "logged": {label: self.records.counts[label] for label in LABELS},
