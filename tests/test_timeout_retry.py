@@ -11,14 +11,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import socket
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
 import pytest
-import redis
 
 from sa_redis_ids import RedisIds, RedisUnavailable
 from sa_redis_ids.asyncio import AsyncRedisIds
@@ -160,53 +158,3 @@ def test_the_asyncio_front_end_tries_a_timed_out_reply_again(one_node: RedisServ
 
     values = asyncio.run(draw())
     assert values[0] == 1 and len(set(values)) == 3 and values == sorted(values)
-
-
-@contextmanager
-def unreachable_node() -> Iterator[str]:
-    """The URL of a loopback port whose listener never accepts and whose queue is full: the
-    kernel drops further connection attempts, so a client's connect times out (a host that is
-    down or a route that drops packets, without leaving loopback)."""
-    listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
-    listener.listen(0)
-    port = listener.getsockname()[1]
-    queued = []
-    try:
-        for _ in range(3):
-            waiting = socket.socket()
-            waiting.setblocking(False)
-            waiting.connect_ex(("127.0.0.1", port))
-            queued.append(waiting)
-        yield f"redis://127.0.0.1:{port}"
-    finally:
-        for waiting in queued:
-            waiting.close()
-        listener.close()
-
-
-def test_a_node_that_cannot_be_connected_to_is_tried_once_per_call(
-    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
-) -> None:
-    """A connect timeout is not a slow reply: nothing reached the server, so the call is not
-    sent to it again within its deadline (which would only multiply the wait)."""
-    connects: list[object] = []
-    connect = redis.connection.Connection.connect
-
-    def counted(self: Any, *args: Any, **kwargs: Any) -> Any:
-        connects.append(self)
-        return connect(self, *args, **kwargs)
-
-    monkeypatch.setattr(redis.connection.Connection, "connect", counted)
-    with unreachable_node() as url, caplog.at_level(logging.WARNING, "sa_redis_ids.nodes"):
-        ids = RedisIds.from_url(url, socket_timeout=TIMEOUT, connect_timeout=0.1)
-        users = ids.sequence("users")
-        for _ in range(2):
-            connects.clear()
-            with pytest.raises(RedisUnavailable, match="Timeout connecting"):
-                users.next_id()
-            assert len(connects) == 1  # the deadline (1 s) would allow several 0.1 s tries
-        ids.close()
-    (warning,) = [r.getMessage() for r in caplog.records if "is down" in r.getMessage()]
-    assert "it is the only node: every call still tries it" in warning
-    assert "tries it again" not in warning
