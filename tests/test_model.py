@@ -268,36 +268,63 @@ def test_the_ledger_flags_a_value_handed_out_twice_but_not_a_released_one() -> N
 
 def test_the_ledger_counts_a_repeat_of_a_value_drawn_before_the_floor_apart() -> None:
     ledger = _ledger("P1", "P2")
-    ledger.outcome("a", "P1", _outcome(values={"seqb": [1, 2]}))
-    ledger.outcome("b", "P2", _outcome(floorless={"seqb": [2]}))
+    ledger.outcome("a", "P1", _outcome(values={"seq": [1, 2]}))
+    ledger.outcome("b", "P2", _outcome(floorless={"seq": [2]}))
     assert ledger.violations == [] and len(ledger.limits) == 1
+
+
+def _fetched(start: int, stop: int, began: float | None = None) -> dict[str, object]:
+    """A buffered block of ``seqb`` fetched now (from ``began``, when given)."""
+    now = time.monotonic()
+    return {"seqb": [(now if began is None else began, now, start, stop, 1)]}
 
 
 def test_the_ledger_counts_a_value_held_uncommitted_from_one_loss_to_the_next_apart() -> None:
     """A value taken between two losses (a block fetched then) and not committed at the second
     may come again after it: a limit. Taken twice between the same two losses, taken before
-    the first loss, or committed at the second: a violation."""
+    the first loss, committed at the second, or fetched across a loss: a violation."""
+    unique = [("IntegrityError", False, "UNIQUE constraint failed: beta.id")]
     ledger = _ledger("P1", "P2")
     ledger.lost({"seqb"}, time.monotonic(), {})
-    fetched = {"seqb": [(time.monotonic(), 1001, 1051, 1)]}
-    ledger.outcome("a", "P1", _outcome(values={"seqb": [1001]}, fetched=fetched))
+    ledger.outcome("a", "P1", _outcome(values={"seqb": [1001]}, fetched=_fetched(1001, 1051)))
     ledger.lost({"seqb"}, time.monotonic(), {"seqb": [1001]})
-    ledger.outcome("b", "P2", _outcome(values={"seqb": [1001, 1002, 1003]}))
+    second = _outcome(values={"seqb": [1001, 1002, 1003]}, fetched=_fetched(1001, 1051))
+    ledger.outcome("b", "P2", second)
     assert len(ledger.violations) == 1 and "1001 handed out twice" in ledger.violations[0]
-    unique = [("IntegrityError", False, "UNIQUE constraint failed")]
-    held_over = _outcome(values={"seqb": [1002]}, errors=unique)  # from the block held over
-    ledger.outcome("c", "P1", held_over)
+    ledger.outcome("c", "P1", _outcome(values={"seqb": [1002]}, errors=unique))  # held over
     assert len(ledger.violations) == 1 and "1002 again" in ledger.limits[0]
     assert "IntegrityError on the values above" in ledger.limits[1]
     ledger.outcome("d", "P2", _outcome(values={"seqb": [1003]}, errors=unique))  # same span
     assert "1003 handed out twice" in ledger.violations[1]
     assert "IntegrityError is not a SaRedisIdsError" in ledger.violations[2]
+
     early = _ledger("P1", "P2")
-    early.outcome("a", "P1", _outcome(values={"seqb": [7]}))  # before any loss
+    early.outcome("a", "P1", _outcome(values={"seqb": [7]}, fetched=_fetched(1, 51)))
     early.lost({"seqb"}, time.monotonic(), {})
     early.lost({"seqb"}, time.monotonic(), {})
-    early.outcome("b", "P2", _outcome(values={"seqb": [7]}))
-    assert len(early.violations) == 1 and early.limits == []
+    early.outcome("b", "P2", _outcome(values={"seqb": [7]}, fetched=_fetched(1, 51)))
+    assert len(early.violations) == 1 and early.limits == []  # taken before any loss
+
+    across = _ledger("P1", "P2")
+    across.lost({"seqb"}, time.monotonic(), {})
+    began = time.monotonic()  # a fetch that began before the second loss, read after it
+    across.lost({"seqb"}, time.monotonic(), {})
+    across.outcome("a", "P1", _outcome(values={"seqb": [5]}, fetched=_fetched(1, 51, began)))
+    across.outcome("b", "P2", _outcome(values={"seqb": [5]}, fetched=_fetched(1, 51)))
+    assert len(across.violations) == 1 and across.limits == []  # it may have run after it
+
+
+def test_the_ledger_excuses_a_repeat_across_an_unseen_promotion_until_the_next_loss() -> None:
+    ledger = _ledger("P1", "P2")
+    ledger.outcome("a", "P1", _outcome(values={"seq": [1, 2, 3]}))
+    moved = time.monotonic()
+    ledger.lost({"seq"}, moved, {})
+    ledger.promotion_unseen("seq", moved)
+    ledger.outcome("b", "P2", _outcome(values={"seq": [1]}))
+    assert ledger.violations == [] and "went unseen" in ledger.limits[0]
+    ledger.lost({"seq"}, time.monotonic(), {})  # a loss every process sees: healed from here
+    ledger.outcome("c", "P2", _outcome(values={"seq": [2]}))
+    assert len(ledger.violations) == 1 and "2 handed out twice" in ledger.violations[0]
 
 
 def test_the_ledger_flags_a_rewind_without_a_loss_and_allows_one_after() -> None:

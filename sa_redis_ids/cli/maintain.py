@@ -335,6 +335,8 @@ def _stopped_by_sigterm() -> Iterator[None]:
         return
 
     def stop(signum: int, frame: object) -> None:
+        # Once: a second SIGTERM while the job finishes must not cut the lease's release short.
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
         raise SystemExit(0)
 
     previous = signal.signal(signal.SIGTERM, stop)

@@ -32,14 +32,16 @@
 
 from __future__ import annotations
 
+import math
 import time
 from bisect import bisect_left
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from itertools import combinations
 from typing import Any
 
-from tests.support.model.schema import BUFFERED, LABELS, POOL_SIZE
+from tests.support.model.schema import BUFFERED, LABELS, POOL_SIZE, TABLE_COLUMNS
 
 SNOWFLAKE_EPOCH_MS = 1_767_225_600_000
 SNOWFLAKE_HEADROOM_MS = 1000
@@ -48,6 +50,10 @@ ADJACENT = 10
 ADJACENT_PAIRS_FAIL = 4
 MARKER_SECONDS = 1.5
 """How long a namespace's identity marker may hide a lone lost key (it expires after 1 s)."""
+
+
+Span = tuple[float, float]
+"""When a value was taken from Redis: from ``time.monotonic()`` to ``time.monotonic()``."""
 
 
 def adjacent_pairs(values: list[int]) -> int:
@@ -75,7 +81,7 @@ class Ledger:
     sf_cap_ms: int = 0
     """The furthest (absolute ms) a snowflake heal may have put the state."""
     floorless: dict[str, set[Any]] = field(default_factory=lambda: {x: set() for x in LABELS})
-    taken_at: dict[str, dict[Any, float]] = field(default_factory=lambda: {x: {} for x in LABELS})
+    taken_at: dict[str, dict[Any, Span]] = field(default_factory=lambda: {x: {} for x in LABELS})
     """When each value handed out was taken from Redis (its block's fetch, or its step)."""
     losses: dict[str, list[float]] = field(default_factory=lambda: {x: [] for x in LABELS})
     """When each loss of a namespace began (``time.monotonic()``, ascending)."""
@@ -86,7 +92,9 @@ class Ledger:
     fetches: dict[str, dict[str, list[range]]] = field(default_factory=dict)
     """Per process and buffered generator, the blocks it fetched, with their fetch times apart
     (`fetch_times`)."""
-    fetch_times: dict[str, dict[str, list[float]]] = field(default_factory=dict)
+    fetch_times: dict[str, dict[str, list[Span]]] = field(default_factory=dict)
+    step_limits: dict[str, int] = field(default_factory=lambda: dict.fromkeys(LABELS, 0))
+    """Per generator, the repeats counted as limits in the step being judged."""
     unseen: dict[str, list[float]] = field(default_factory=lambda: {x: [] for x in LABELS})
     """Per namespace, when each promotion no process could see began (`promotion_unseen`)."""
     violations: list[str] = field(default_factory=list)
@@ -115,11 +123,11 @@ class Ledger:
     def outcome(self, step: str, who: str, outcome: dict[str, Any]) -> None:
         where = f"{who} at {step!r}"
         now = time.monotonic()
-        limits, violations = len(self.limits), len(self.violations)
+        violations = len(self.violations)
         for label, blocks in outcome.get("fetched", {}).items():
-            for at, start, stop, step_by in blocks:
+            for began, ended, start, stop, step_by in blocks:
                 self.fetches[who][label].append(range(start, stop, step_by))
-                self.fetch_times[who][label].append(at)
+                self.fetch_times[who][label].append((began, ended))
         for label, values in outcome["values"].items():
             self._received(label, values, where, self._taken(who, label, now))
         for label, values in outcome["floorless"].items():
@@ -129,9 +137,19 @@ class Ledger:
                 f"{where}: the process still holds {'/'.join(outcome['locks'])} locks on the "
                 "database after its step (a read left open blocks every other commit)"
             )
-        explained = len(self.limits) > limits and len(self.violations) == violations
+        limited = {label for label in LABELS if self.step_limits[label]}
+        places = {
+            f"{table}.{column}"
+            for table, columns in TABLE_COLUMNS.items()
+            for column, label in columns.items()
+            if label in limited
+        }
+        self.step_limits = dict.fromkeys(LABELS, 0)
         for kind, library, message in outcome["errors"]:
-            if kind == "IntegrityError" and explained:  # the repeats just counted as limits
+            explained = len(self.violations) == violations and any(
+                f"UNIQUE constraint failed: {place}" in message for place in places
+            )
+            if kind == "IntegrityError" and explained:  # on the repeats just counted as limits
                 self.limits.append(f"{where}: {kind} on the values above: {message}")
             elif not library:
                 self.violations.append(f"{where}: {kind} is not a SaRedisIdsError: {message}")
@@ -150,45 +168,73 @@ class Ledger:
             self.released["sid"][value] += 1
         self._rewinds(where, who, outcome)
 
-    def _taken(self, who: str, label: str, now: float) -> Any:
+    def _taken(self, who: str, label: str, now: float) -> Callable[[Any], Span]:
         """When ``who`` took a value of ``label`` it hands out now from Redis: the fetch of the
-        latest block holding it (a buffered generator), else ``now`` (the step)."""
-        if label not in BUFFERED or who not in self.fetches:
-            return lambda value: now
+        latest block holding it (a buffered generator: from when the fetch began to when its
+        reply was read), else the step (``now``: faults happen between steps)."""
+        if label not in BUFFERED:
+            return lambda value: (now, now)
         blocks, times = self.fetches[who][label], self.fetch_times[who][label]
 
-        def taken(value: Any) -> float:
+        def taken(value: Any) -> Span:
             for index in range(len(blocks) - 1, -1, -1):
                 if value in blocks[index]:
                     return times[index]
-            return now  # (every fetch is traced: not reached)
+            raise AssertionError(f"{who} handed out {label} value {value!r} of no traced block")
 
         return taken
 
-    def _held_over(self, label: str, value: Any, first: float, again: float) -> bool:
-        """Whether ``value``, taken from Redis at ``first`` and again at ``again``, was taken
-        between two losses of ``label`` and not committed at the second, the other time after
-        it: the documented limit of a second loss soon after a first. A time counts in the
-        span after the last loss begun before it (a fetch that returned after a loss began
-        counts as after it, though Redis may have run it before: that can only turn a limit into
-        a violation, never hide one)."""
+    def _epochs(self, label: str, span: Span) -> tuple[int, int]:
+        """How many losses of ``label`` had begun when ``span`` began and when it ended: the
+        span of losses a value taken within ``span`` falls in (one when they are equal)."""
         times = self.losses[label]
-        spans = sorted((bisect_left(times, first), bisect_left(times, again)))
-        if spans[0] == 0 or spans[0] == spans[1]:
-            return False  # taken before any loss, or twice between the same two
-        return value not in self.committed_at_loss[label][spans[0]]
+        return bisect_left(times, span[0]), bisect_left(times, span[1])
 
-    def _across_unseen_promotion(self, label: str, first: float, again: float) -> bool:
-        """Whether a promotion unseen in ``label`` began between ``first`` and ``again``."""
-        low, high = sorted((first, again))
-        return any(low < moved < high for moved in self.unseen[label])
+    def _held_over(self, label: str, value: Any, first: Span, again: Span) -> bool:
+        """Whether ``value`` was taken from Redis between two losses of ``label`` and not
+        committed at the second, and taken again after it: the documented limit of a second
+        loss soon after a first. A fetch whose span overlaps a loss could have run on either
+        side of it: the repeat is a limit only if it is one wherever the fetches ran."""
+        one, other = sorted((self._epochs(label, first), self._epochs(label, again)))
+        if one[1] >= other[0] or one[0] == 0:
+            return False  # possibly taken twice between the same losses, or before any loss
+        committed = self.committed_at_loss[label]
+        return all(value not in committed[epoch] for epoch in range(one[0], one[1] + 1))
+
+    def _across_unseen_promotion(self, label: str, first: Span, again: Span) -> bool:
+        """Whether a promotion unseen in ``label`` began after one of the spans ended and before
+        the other began, and the later one ended before the namespace's next loss (a loss the
+        processes see heals what the promotion lost)."""
+        earlier, later = sorted((first, again))
+        losses = self.losses[label]
+        for moved in self.unseen[label]:
+            following = [at for at in losses if at > moved]
+            until = following[0] if following else math.inf
+            if earlier[1] < moved < later[0] and later[1] < until:
+                return True
+        return False
+
+    def _documented(
+        self, label: str, value: Any, first: Span, again: Span, floorless: bool
+    ) -> str | None:
+        """Why a repeat of ``value`` (taken from Redis in ``first`` and again in ``again``) is a
+        limit the documentation states, or None: a violation."""
+        if floorless or value in self.floorless[label]:
+            return "one of them was drawn directly before the process could read its column floor"
+        if self._across_unseen_promotion(label, first, again):
+            return "a promotion between them went unseen (its replica restarted before any call)"
+        if self._held_over(label, value, first, again):
+            return (
+                "one of them was taken from Redis after a loss and held uncommitted at the next one"
+            )
+        return None
 
     def _received(
         self,
         label: str,
         values: list[Any],
         where: str,
-        taken: Any,
+        taken: Callable[[Any], Span],
         *,
         floorless: bool = False,
     ) -> None:
@@ -202,21 +248,11 @@ class Ledger:
             if first is not None:
                 if self.released[label][value] > 0:
                     self.released[label][value] -= 1
-                elif floorless or value in unread:
+                elif reason := self._documented(label, value, taken_at[value], at, floorless):
                     self.limits.append(
-                        f"{where}: {label} value {value!r} again (first {first}); one of them "
-                        "was drawn directly before the process could read its column floor"
+                        f"{where}: {label} value {value!r} again (first {first}); {reason}"
                     )
-                elif self._across_unseen_promotion(label, taken_at[value], at):
-                    self.limits.append(
-                        f"{where}: {label} value {value!r} again (first {first}); a promotion "
-                        "between them went unseen (its replica restarted before any call)"
-                    )
-                elif self._held_over(label, value, taken_at[value], at):
-                    self.limits.append(
-                        f"{where}: {label} value {value!r} again (first {first}); one of them "
-                        "was taken from Redis after a loss and held uncommitted at the next one"
-                    )
+                    self.step_limits[label] += 1
                 else:
                     self.violations.append(
                         f"{where}: {label} value {value!r} handed out twice (first {first})"

@@ -39,7 +39,14 @@ from sqlalchemy import create_engine, select
 from sa_redis_ids import RedisIds
 from tests.support.model.ledger import Ledger
 from tests.support.model.locks import database_locks
-from tests.support.model.schema import LABELS, POOL_OFFSET, POOL_SIZE, TABLE_COLUMNS, models
+from tests.support.model.schema import (
+    BY_LABEL,
+    LABELS,
+    POOL_OFFSET,
+    POOL_SIZE,
+    TABLE_COLUMNS,
+    models,
+)
 from tests.support.model.worker import WorkerSpec, main
 from tests.support.model.world import World, lost_namespaces, settle
 from tests.support.processes import process_context
@@ -260,6 +267,28 @@ def _summary(outcome: dict[str, Any]) -> str:
     return " | ".join(part for part in (got, errors, notes) if part)
 
 
+def touched(command: list[str], outcome: dict[str, Any]) -> set[str]:
+    """The namespaces a process's command called, widely counted: after a promotion, one of
+    them may have seen it (and healed), so a repeat is no longer excused by a restart that hid
+    it. Every generator that handed out a value (floorless ones too); the short IDs for
+    ``reserve`` and ``release``; every one for ``maintenance``; and for a command that raised,
+    every generator it could have called."""
+    found = {label for part in ("values", "floorless") for label, v in outcome[part].items() if v}
+    kind = command[0]
+    if kind in ("reserve", "release"):
+        found.add("sid")
+    if kind == "maintenance":
+        found |= set(LABELS)
+    if outcome["errors"]:
+        if kind in ("draw", "threads", "fork"):
+            found |= {command[1], *TABLE_COLUMNS[BY_LABEL[command[1]].table].values()}
+        elif kind in ("flush", "mix"):
+            found |= set(TABLE_COLUMNS[command[1]].values())
+        else:
+            found |= set(LABELS)
+    return found
+
+
 def lock_holders(db_path: Path, processes: dict[str, Process]) -> str:
     """Who holds a lock on the shared database file now, by worker name: what a "database is
     locked" failure needs to say (SQLite waits up to 60 s)."""
@@ -371,10 +400,8 @@ def execute(trace: list[str], *, seed: int | None = None, check_every: int = 5) 
                 outcome = process.call(command_of(words[1:]))
                 heals = len(ledger.healed)
                 ledger.outcome(step, words[0], outcome)
-                for found in (outcome["values"], outcome["floorless"]):
-                    for label, values in found.items():
-                        if values:  # the namespace was called after the move: it was seen
-                            moved_at.pop(label, None)
+                for label in touched(words[1:], outcome):  # it may have seen the move
+                    moved_at.pop(label, None)
                 if words[1] == "reserve" and not outcome["errors"]:
                     ledger.reserve(command_of(words[1:])[1], f"at step {index}")
                 if words[1] == "exit":

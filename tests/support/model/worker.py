@@ -51,9 +51,10 @@ from tests.support.model.locks import database_locks
 from tests.support.model.schema import BUFFERED, BY_LABEL, LABELS, TABLE_COLUMNS, generators, models
 
 Outcome = dict[str, Any]
-Fetch = tuple[float, int, int, int]
-"""A fetch of a buffered generator: when it returned (``time.monotonic()``, shared by the
-processes of one machine) and its values as ``range`` arguments (start, stop, step)."""
+Fetch = tuple[float, float, int, int, int]
+"""A fetch of a buffered generator: when it began and when its reply was read
+(``time.monotonic()``, shared by the processes of one machine) and its values as ``range``
+arguments (start, stop, step)."""
 
 
 @dataclass(frozen=True)
@@ -148,16 +149,20 @@ class Worker:
 
     def trace_fetches(self, label: str) -> None:
         """Record every block ``label``'s generator takes from Redis (its buffer's fetches and
-        direct batches, sync and asyncio: all go through the instance's ``_take_on``)."""
+        direct batches, sync and asyncio: all go through the instance's ``_take_on``), with when
+        the fetch began and when its reply was read (an asyncio refill started in one step may
+        be read in a later one: its event loop runs only during steps)."""
         generator = self.gens[label]
         core = getattr(generator, "generator", generator)  # an asyncio generator's own
         take_on = core._take_on
-        fetched, lock = self.fetched, self.fetching
 
         def traced(node: Any, n: int) -> Any:
+            began = time.monotonic()
             values = yield from take_on(node, n)
-            with lock:
-                fetched[label].append((time.monotonic(), values.start, values.stop, values.step))
+            with self.fetching:
+                self.fetched[label].append(
+                    (began, time.monotonic(), values.start, values.stop, values.step)
+                )
             return values
 
         core._take_on = traced
@@ -330,6 +335,7 @@ class Worker:
             os.close(read)
             signal.alarm(60)
             child = Result()
+            self.fetching = threading.Lock()  # (a parent's thread may have held it at the fork)
             for label in BUFFERED:  # the child reports its own fetches
                 self.fetched[label] = []
             try:
