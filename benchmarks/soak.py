@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import random
+import signal
 import sys
 import time
 from collections.abc import Sequence
@@ -78,8 +79,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     fronts = [front.strip() for front in args.fronts.split(",") if front.strip()]
     if not fronts or not set(fronts) <= {"sync", "asyncio"}:
         parser.error("--fronts takes sync, asyncio or both")
-    reports = run(args.seconds, seed=args.seed, steps=args.steps, mode=args.mode, fronts=fronts)
+    signal.signal(signal.SIGTERM, _interrupted)
+    try:
+        reports = run(args.seconds, seed=args.seed, steps=args.steps, mode=args.mode, fronts=fronts)
+    except KeyboardInterrupt:
+        print("interrupted: the running seed's processes and servers are stopped", flush=True)
+        return 130
     return 1 if any(report.failed for report in reports) else 0
+
+
+def _interrupted(signum: int, frame: object) -> None:
+    """SIGTERM ends a soak as Ctrl-C does: the running seed stops its worker processes and the
+    Redis servers it started (by their ids) on the way out."""
+    raise KeyboardInterrupt
 
 
 if __name__ == "__main__":
