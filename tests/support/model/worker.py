@@ -432,6 +432,13 @@ class AsyncWorker(Worker):
                 await getattr(self, f"ado_{command[0]}")(result, *command[1:])
             except BaseException as exc:
                 result.error(exc)
+            # An application's loop keeps running between requests; this process's runs only
+            # during a step. A buffer's refill left suspended would hold what it holds (its
+            # reply unread, a read of its floor open on the database) until the next step.
+            for label in BUFFERED:
+                buffer = self.gens[label].buffer
+                if buffer is not None:
+                    await buffer.settle()
 
         self.loop.run_until_complete(go())
         return self.outcome(result)
