@@ -58,4 +58,5 @@ class DaemonThreadExecutor(BaseExecutor):  # type: ignore[misc]  # APScheduler 3
             running = list(self._running)
         if wait:
             for thread in running:
-                thread.join()
+                if thread.ident is not None:  # (a signal may land between its add and start)
+                    thread.join()
