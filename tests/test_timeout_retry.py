@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import socket
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
 import pytest
+import redis
 
 from sa_redis_ids import RedisIds, RedisUnavailable
 from sa_redis_ids.asyncio import AsyncRedisIds
@@ -158,3 +160,79 @@ def test_the_asyncio_front_end_tries_a_timed_out_reply_again(one_node: RedisServ
 
     values = asyncio.run(draw())
     assert values[0] == 1 and len(set(values)) == 3 and values == sorted(values)
+
+
+@contextmanager
+def listener(*, full: bool) -> Iterator[int]:
+    """A loopback port whose listener never accepts. ``full``: its queue is filled too, so the
+    kernel drops further connection attempts and a client's connect times out (a host that is
+    down or a route that drops packets, without leaving loopback); else a connection is made
+    but nothing ever answers on it (a TLS handshake stalls)."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(0 if full else 8)
+    port = server.getsockname()[1]
+    queued = []
+    try:
+        for _ in range(3 if full else 0):
+            waiting = socket.socket()
+            waiting.setblocking(False)
+            waiting.connect_ex(("127.0.0.1", port))
+            queued.append(waiting)
+        yield port
+    finally:
+        for waiting in queued:
+            waiting.close()
+        server.close()
+
+
+@pytest.fixture
+def connects(monkeypatch: pytest.MonkeyPatch) -> list[object]:
+    """Every connection a sync client opens (``Connection.connect`` calls), in order."""
+    made: list[object] = []
+    connect = redis.connection.Connection.connect
+
+    def counted(self: Any, *args: Any, **kwargs: Any) -> Any:
+        made.append(self)
+        return connect(self, *args, **kwargs)
+
+    monkeypatch.setattr(redis.connection.Connection, "connect", counted)
+    return made
+
+
+def test_an_unreachable_node_is_tried_once_per_call(
+    connects: list[object], caplog: pytest.LogCaptureFixture
+) -> None:
+    """A plain TCP connection not made in time is not a slow reply: nothing reached the server,
+    so the call is not sent to it again within its deadline (that would only multiply the
+    wait)."""
+    with listener(full=True) as port, caplog.at_level(logging.WARNING, "sa_redis_ids.nodes"):
+        ids = RedisIds.from_url(
+            f"redis://127.0.0.1:{port}", socket_timeout=TIMEOUT, connect_timeout=0.1
+        )
+        users = ids.sequence("users")
+        for _ in range(2):
+            connects.clear()
+            with pytest.raises(RedisUnavailable, match="Timeout connecting"):
+                users.next_id()
+            assert len(connects) == 1  # the deadline (1 s) would allow several 0.1 s tries
+        ids.close()
+    (warning,) = [r.getMessage() for r in caplog.records if "is down" in r.getMessage()]
+    assert "it is the only node: every call still tries it" in warning
+    assert "tries it again" not in warning
+
+
+def test_a_tls_handshake_that_stalls_is_tried_again_within_the_deadline(
+    connects: list[object],
+) -> None:
+    """redis-py words a TLS handshake the server did not finish in time as a connect timeout
+    too; that server is reachable, maybe only busy: the call goes to it again while its
+    deadline allows."""
+    with listener(full=False) as port:
+        ids = RedisIds.from_url(
+            f"rediss://127.0.0.1:{port}", socket_timeout=0.2, connect_timeout=0.2
+        )
+        with pytest.raises(RedisUnavailable, match="Timeout connecting"):
+            ids.sequence("users").next_id()
+        assert len(connects) >= 2  # tried again within the 0.4 s deadline
+        ids.close()

@@ -221,6 +221,38 @@ def timed_out(error: BaseException) -> bool:
     return isinstance(error, (redis.TimeoutError, TimeoutError))
 
 
+CONNECT_TIMED_OUT = "Timeout connecting to server"
+"""How redis-py (sync and asyncio) words a connection not made within its timeout; a TLS
+handshake that stalls on a slow server is reported the same way."""
+
+
+def was_slow(node: Node, error: BaseException) -> bool:
+    """Whether ``error`` says ``node`` was slow rather than out of reach, so that a call may be
+    sent to it again within its deadline: a reply that timed out (`timed_out`). A plain TCP
+    connection not made in time is not one: nothing reached the server (a host that is down, a
+    route that drops packets), and trying again would only multiply the wait. Over TLS the same
+    words may mean a handshake a busy server did not finish in time: that one is slow."""
+    if not timed_out(error):
+        return False
+    return not (node.plain_tcp and str(error).startswith(CONNECT_TIMED_OUT))
+
+
+def plain_tcp(client: Any) -> bool:
+    """Whether ``client`` connects over plain TCP (no TLS) to one server, as far as can be told:
+    a ``redis.Redis`` (or asyncio or Sentinel-managed) connection class that is not TLS. A
+    cluster client, a Unix socket or anything unknown counts as not (its connect timeouts keep
+    their retry)."""
+    if hasattr(client, "nodes_manager") or hasattr(client, "get_nodes"):
+        return False
+    pool = getattr(client, "connection_pool", None)
+    kind = getattr(pool, "connection_class", None)
+    if kind is None or "path" in getattr(pool, "connection_kwargs", {}):
+        return False
+    tls = (redis.connection.SSLConnection, redis.asyncio.connection.SSLConnection)
+    plain = (redis.connection.Connection, redis.asyncio.connection.Connection)
+    return issubclass(kind, plain) and not issubclass(kind, tls)
+
+
 def describe_client(client: Any) -> str:
     """A short human name for a client: ``host:port/db``, a socket path, ``cluster@host:port`` or
     ``sentinel:service@host:port,…`` (the sentinels asked for the master of ``service``)."""
@@ -309,6 +341,8 @@ class Node(ForkSafe):
     ):
         refuse_foreign_client(client)
         self.client = client
+        self.plain_tcp = plain_tcp(client)
+        """Whether the client connects over plain TCP (see `was_slow`)."""
         self.clock = RedisClock() if clock is None else clock
         """The (test-movable) Redis clock the node's scripts see, shared by a node set."""
         self.index = index
@@ -924,7 +958,7 @@ class NodeSet(ForkSafe):
                 label = node.name if node.name not in errors else f"{node.name}#{node.index}"
                 labels[node.index] = label
             errors[label] = error
-            if timed_out(error):
+            if was_slow(node, error):
                 if node not in slow:
                     slow.append(node)
             elif node in slow:
@@ -1073,18 +1107,18 @@ class NodeSet(ForkSafe):
                 node.name,
                 type(exc).__name__,
                 exc,
-                self._what_now(exc),
+                self._what_now(node, exc),
             )
         observer = self.observer
         if observer is not None:
             observer.node_error(node.name, type(exc).__name__)
 
-    def _what_now(self, exc: BaseException) -> str:
+    def _what_now(self, node: Node, exc: BaseException) -> str:
         """What calls do while a node is down, with the nodes configured (for the log)."""
         again = (
             f"; a call whose reply timed out tries it again within its deadline of "
             f"{self.call_deadline:g} s"
-            if timed_out(exc) and self.call_timeout is not None
+            if was_slow(node, exc) and self.call_timeout is not None
             else ""
         )
         others = len(self.nodes) - 1
