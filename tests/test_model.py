@@ -231,6 +231,31 @@ def test_a_promotion_restarted_before_any_call_is_counted_as_the_documented_limi
     assert unseen, report.text()
 
 
+def test_a_direct_draw_before_the_models_are_configured_leaves_the_recreated_counter_unjudged() -> (
+    None
+):
+    """A new process draws directly after a loss before SQLAlchemy configured its models (it
+    has not flushed or queried yet), so the generator's column is not bound yet; another process,
+    which read its floor before the loss, then flushes. The counter the first one recreated
+    must be judged against the table (and healed), not trusted: the second process would repeat
+    committed values. Found by soak seed 897744623."""
+    trace = [
+        "world direct",
+        "spawn P3 sync",
+        "spawn P4 asyncio",
+        "P3 mix alpha 12",
+        "P3 draw sid 1 one",
+        "P4 flush beta 15",  # P4 reads its floors: from now on its mark is all it checks
+        "P3 flush beta 3",  # committed values above P4's mark
+        "fault restart-empty",
+        "spawn P5 sync",
+        "P5 draw seq 30 many",  # before any flush: the counter recreated from 0
+        "P4 flush beta 20",
+    ]
+    report = execute(trace)
+    assert not report.failed, report.text()
+
+
 # -- the ledger flags what it checks (pure: no server) ------------------------------------------
 
 

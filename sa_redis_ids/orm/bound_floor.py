@@ -190,7 +190,18 @@ def bind_column_floor(
     generator: IdGenerator[Any], mapper: Any, column: Any, *, asynchronous: bool
 ) -> None:
     """Make ``column`` part of ``generator``'s floor (see the module docstring)."""
+    expect_column_floor(generator, asynchronous=asynchronous)
     floor = generator.implied_floor
-    if not isinstance(floor, ColumnsFloor):
-        floor = generator.implied_floor = ColumnsFloor(generator, asynchronous=asynchronous)
+    assert isinstance(floor, ColumnsFloor)
     floor.add(mapper, column)
+
+
+def expect_column_floor(generator: IdGenerator[Any], *, asynchronous: bool) -> None:
+    """Tell ``generator`` that a column will be its floor, before SQLAlchemy has configured the
+    mapper that binds it (mappers are configured at their first use, not when a model is
+    defined). Until the column is bound and readable, a draw records what it recreates after a
+    loss as unjudged, and the first call that reads the floor judges it (see ``sequence.lua``):
+    a process that draws directly before its first flush must not leave a recreated counter
+    that others, who read their floor long ago, would trust."""
+    if not isinstance(generator.implied_floor, ColumnsFloor):
+        generator.implied_floor = ColumnsFloor(generator, asynchronous=asynchronous)

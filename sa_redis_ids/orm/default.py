@@ -29,7 +29,7 @@ from sa_redis_ids.errors import ConfigError
 from sa_redis_ids.generators.aio import AsyncIdGenerator
 from sa_redis_ids.generators.base import IdGenerator
 from sa_redis_ids.orm.batches import check_generator, core_of, take
-from sa_redis_ids.orm.bound_floor import bind_column_floor
+from sa_redis_ids.orm.bound_floor import bind_column_floor, expect_column_floor
 from sa_redis_ids.orm.checks import check_column, dialect_key
 from sa_redis_ids.orm.floor_scope import connection_scope
 from sa_redis_ids.orm.sqlalchemy_internals import statement_rows
@@ -60,6 +60,10 @@ class RedisIdDefault(Generic[V]):
         self.column_floor = column_floor
         """Whether the column is part of the generator's floor (see ``bound_floor``)."""
         self._checked: set[tuple[int, str]] = set()
+        if column_floor:
+            expect_column_floor(
+                core_of(generator), asynchronous=isinstance(generator, AsyncIdGenerator)
+            )
 
     def __call__(self, context: Any) -> V:
         if getattr(context, "compiled", None) is None:  # executed on its own, not for a statement
