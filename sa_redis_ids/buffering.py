@@ -288,6 +288,9 @@ class _SegmentState(Generic[V]):
         self._refill_last = self._refill_total = self._refill_max = 0.0
         self.floorless = False
         """A block buffered now (or fetched since the last drop) was fetched without the floor."""
+        self.floorless_fetches = 0
+        """How many blocks were ever fetched without the floor: a flush compares it before and
+        after it takes its values (`floorless` is cleared by whichever flush drops first)."""
 
     def _source(self, n: int) -> Plan[Segment[V]]:
         """The plan taking one segment of up to ``n`` values (one Redis call)."""
@@ -439,6 +442,7 @@ class _SegmentState(Generic[V]):
             self._record(len(segment.values), spent)
             if unread:
                 self.floorless = True
+                self.floorless_fetches += 1
         lifetime = segment.lifetime
         if lifetime is None or not self.expiring:  # only an expiring buffer honours lifetimes
             return _Held(segment.values, math.inf)
@@ -1045,6 +1049,13 @@ def floorless(generator: IdGenerator[Any], buffer: _SegmentState[Any] | None) ->
     """Whether ``buffer`` (``generator``'s thread or asyncio buffer) holds, or has fetched since
     its last drop, a block fetched without the floor, and the floor can be read here."""
     return buffer is not None and buffer.floorless and generator._floor is not None
+
+
+def floorless_fetches(buffer: _SegmentState[Any] | None) -> int:
+    """How many blocks ``buffer`` ever fetched without the floor (0 without a buffer): a flush
+    that reads it before it drops and takes its values, and again after, knows whether a block
+    fetched without the floor landed meanwhile, even if another flush has dropped it since."""
+    return 0 if buffer is None else buffer.floorless_fetches
 
 
 def drop_floorless(generator: IdGenerator[Any], buffer: _SegmentState[Any] | None) -> int:
