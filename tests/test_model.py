@@ -347,6 +347,8 @@ def test_the_ledger_excuses_a_repeat_across_an_unseen_promotion_until_the_next_l
     ledger.promotion_unseen("seq", moved)
     ledger.outcome("b", "P2", _outcome(values={"seq": [1]}))
     assert ledger.violations == [] and "went unseen" in ledger.limits[0]
+    ledger.tables({"seq": [1, 1, 3]})  # one generator on two tables: committed in both
+    assert ledger.violations == []
     ledger.lost({"seq"}, time.monotonic(), {})  # a loss every process sees: healed from here
     ledger.outcome("c", "P2", _outcome(values={"seq": [2]}))
     assert len(ledger.violations) == 1 and "2 handed out twice" in ledger.violations[0]
