@@ -286,11 +286,16 @@ class _SegmentState(Generic[V]):
         self._dropped_blocks = self._dropped_ids = self._errors = 0
         self._refills = 0
         self._refill_last = self._refill_total = self._refill_max = 0.0
-        self.floorless = False
-        """A block buffered now (or fetched since the last drop) was fetched without the floor."""
         self.floorless_fetches = 0
         """How many blocks were ever fetched without the floor: a flush compares it before and
-        after it takes its values (`floorless` is cleared by whichever flush drops first)."""
+        after it takes its values (`floorless` ends with whichever flush drops first)."""
+        self._floorless_dropped = 0
+        """`floorless_fetches` when `drop_floorless` last dropped."""
+
+    @property
+    def floorless(self) -> bool:
+        """A block buffered now (or fetched since the last drop) was fetched without the floor."""
+        return self.floorless_fetches != self._floorless_dropped
 
     def _source(self, n: int) -> Plan[Segment[V]]:
         """The plan taking one segment of up to ``n`` values (one Redis call)."""
@@ -441,7 +446,6 @@ class _SegmentState(Generic[V]):
         with self._guard:
             self._record(len(segment.values), spent)
             if unread:
-                self.floorless = True
                 self.floorless_fetches += 1
         lifetime = segment.lifetime
         if lifetime is None or not self.expiring:  # only an expiring buffer honours lifetimes
@@ -504,7 +508,7 @@ class _SegmentState(Generic[V]):
         with self._guard:
             if not self.floorless:
                 return 0
-            self.floorless = False
+            self._floorless_dropped = self.floorless_fetches
         dropped = self.drop()
         with self._guard:
             self._count_dropped(dropped)
@@ -1056,6 +1060,18 @@ def floorless_fetches(buffer: _SegmentState[Any] | None) -> int:
     that reads it before it drops and takes its values, and again after, knows whether a block
     fetched without the floor landed meanwhile, even if another flush has dropped it since."""
     return 0 if buffer is None else buffer.floorless_fetches
+
+
+def floorless_since(
+    generator: IdGenerator[Any], buffer: _SegmentState[Any] | None, fetched: int
+) -> bool:
+    """Whether ``buffer`` holds a block fetched without the floor (`floorless`), or fetched one
+    since its count was ``fetched`` (`floorless_fetches`, read before a flush dropped and took
+    its values): another thread's flush may have dropped that block already, and the values
+    this flush took from it are no safer."""
+    return floorless(generator, buffer) or (
+        generator._floor is not None and floorless_fetches(buffer) != fetched
+    )
 
 
 def drop_floorless(generator: IdGenerator[Any], buffer: _SegmentState[Any] | None) -> int:

@@ -17,7 +17,7 @@ from typing import Any, TypeAlias
 
 from sqlalchemy.exc import MissingGreenlet
 
-from sa_redis_ids.buffering import drop_floorless, floorless, floorless_fetches
+from sa_redis_ids.buffering import drop_floorless, floorless_fetches, floorless_since
 from sa_redis_ids.errors import ConfigError, SequenceExhausted
 from sa_redis_ids.generators.aio import AsyncIdGenerator
 from sa_redis_ids.generators.base import IdGenerator
@@ -81,18 +81,9 @@ def take_sync(generator: IdGenerator[Any], n: int) -> list[Any]:
         values: list[Any] = []
         for size in _sizes(generator, n):
             values.extend(generator.next_ids(size))
-        if not _floorless_since(generator, buffer, fetched):
+        if not floorless_since(generator, buffer, fetched):
             break  # else a block fetched without the floor landed meanwhile: take them again
     return _checked(generator, values, n)
-
-
-def _floorless_since(generator: IdGenerator[Any], buffer: Any, fetched: int) -> bool:
-    """Whether ``buffer`` holds a block fetched without the floor, or fetched one since its
-    count was ``fetched`` (another thread's flush may have dropped it already: the values this
-    flush took from it are no safer)."""
-    if buffer is None or generator._floor is None:
-        return False
-    return floorless(generator, buffer) or floorless_fetches(buffer) != fetched
 
 
 async def take_async(generator: AsyncIdGenerator[Any], n: int) -> list[Any]:
@@ -103,7 +94,7 @@ async def take_async(generator: AsyncIdGenerator[Any], n: int) -> list[Any]:
         values: list[Any] = []
         for size in _sizes(generator, n):
             values.extend(await generator.next_ids(size))
-        if not _floorless_since(generator.generator, generator.buffer, fetched):
+        if not floorless_since(generator.generator, generator.buffer, fetched):
             break
     return _checked(generator, values, n)
 
