@@ -89,15 +89,11 @@ class Ledger:
         default_factory=lambda: {x: [] for x in LABELS}
     )
     """Per loss of a namespace (as `losses`), its values committed in the tables then."""
-    fetches: dict[str, dict[str, list[range]]] = field(default_factory=dict)
-    """Per process and buffered generator, the blocks it fetched, with their fetch times apart
-    (`fetch_times`)."""
-    fetch_times: dict[str, dict[str, list[Span]]] = field(default_factory=dict)
+    fetches: dict[str, dict[str, list[tuple[range, Span]]]] = field(default_factory=dict)
+    """Per process and buffered generator, the blocks it fetched and when."""
     excused: dict[str, set[Any]] = field(default_factory=lambda: {x: set() for x in LABELS})
     """Values whose repeat was counted as a limit: committed twice (a generator bound to two
     tables) is the same limit, not a violation of its own."""
-    step_limits: dict[str, int] = field(default_factory=lambda: dict.fromkeys(LABELS, 0))
-    """Per generator, the repeats counted as limits in the step being judged."""
     unseen: dict[str, list[float]] = field(default_factory=lambda: {x: [] for x in LABELS})
     """Per namespace, when each promotion no process could see began (`promotion_unseen`)."""
     violations: list[str] = field(default_factory=list)
@@ -114,7 +110,6 @@ class Ledger:
     def joined(self, name: str) -> None:
         self.pending[name] = set(self.unhealed)
         self.fetches[name] = {label: [] for label in BUFFERED}
-        self.fetch_times[name] = {label: [] for label in BUFFERED}
         self.rewinds[name] = dict.fromkeys(LABELS, 0)
         self.logged[name] = dict.fromkeys(LABELS, 0)
 
@@ -129,25 +124,25 @@ class Ledger:
         violations = len(self.violations)
         for label, blocks in outcome.get("fetched", {}).items():
             for began, ended, start, stop, step_by in blocks:
-                self.fetches[who][label].append(range(start, stop, step_by))
-                self.fetch_times[who][label].append((began, ended))
+                self.fetches[who][label].append((range(start, stop, step_by), (began, ended)))
+        limited = set()  # the generators with a repeat counted as a limit in this step
         for label, values in outcome["values"].items():
-            self._received(label, values, where, self._taken(who, label, now))
+            if self._received(label, values, where, self._taken(who, label, now)):
+                limited.add(label)
         for label, values in outcome["floorless"].items():
-            self._received(label, values, where, self._taken(who, label, now), floorless=True)
+            if self._received(label, values, where, self._taken(who, label, now), floorless=True):
+                limited.add(label)
         if outcome.get("locks"):
             self.violations.append(
                 f"{where}: the process still holds {'/'.join(outcome['locks'])} locks on the "
                 "database after its step (a read left open blocks every other commit)"
             )
-        limited = {label for label in LABELS if self.step_limits[label]}
         places = {
             f"{table}.{column}"
             for table, columns in TABLE_COLUMNS.items()
             for column, label in columns.items()
             if label in limited
         }
-        self.step_limits = dict.fromkeys(LABELS, 0)
         for kind, library, message in outcome["errors"]:
             explained = len(self.violations) == violations and any(
                 f"UNIQUE constraint failed: {place}" in message for place in places
@@ -177,12 +172,12 @@ class Ledger:
         reply was read), else the step (``now``: faults happen between steps)."""
         if label not in BUFFERED:
             return lambda value: (now, now)
-        blocks, times = self.fetches[who][label], self.fetch_times[who][label]
+        blocks = self.fetches[who][label]
 
         def taken(value: Any) -> Span:
-            for index in range(len(blocks) - 1, -1, -1):
-                if value in blocks[index]:
-                    return times[index]
+            for block, span in reversed(blocks):
+                if value in block:
+                    return span
             raise AssertionError(f"{who} handed out {label} value {value!r} of no traced block")
 
         return taken
@@ -240,7 +235,10 @@ class Ledger:
         taken: Callable[[Any], Span],
         *,
         floorless: bool = False,
-    ) -> None:
+    ) -> bool:
+        """Record ``values`` handed out at ``where``; whether a repeat among them was counted
+        as a documented limit."""
+        limited = False
         holders = self.holders[label]
         taken_at = self.taken_at[label]
         self.received += len(values)
@@ -255,7 +253,7 @@ class Ledger:
                     self.limits.append(
                         f"{where}: {label} value {value!r} again (first {first}); {reason}"
                     )
-                    self.step_limits[label] += 1
+                    limited = True
                     self.excused[label].add(value)
                 else:
                     self.violations.append(
@@ -271,6 +269,7 @@ class Ledger:
                 )
             if label == "sf":
                 self.highest_sf_ms = max(self.highest_sf_ms, (value >> 22) + SNOWFLAKE_EPOCH_MS)
+        return limited
 
     def _rewinds(self, where: str, who: str, outcome: dict[str, Any]) -> None:
         child = outcome.get("child")

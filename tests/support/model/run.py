@@ -378,17 +378,16 @@ def execute(trace: list[str], *, seed: int | None = None, check_every: int = 5) 
                 if words[1] in MOVES:  # documented: a new identity makes every process heal
                     lost |= set(LABELS)
                     done += " (the node moved: every namespace heals)"
-                elif moved_at and words[1] in RESTARTS_WITH_DATA:
-                    for label, moved in moved_at.items():
-                        ledger.promotion_unseen(label, moved)
-                    done += (
-                        f" (the promoted replica restarted before any process called "
-                        f"{', '.join(sorted(moved_at))}: for them its promotion goes unseen, "
-                        "documented as not covered)"
-                    )
-                if words[1] in MOVES:
                     moved_at = dict.fromkeys(LABELS, began)
                 elif words[1] in RESTARTS_WITH_DATA:
+                    for label, moved in moved_at.items():
+                        ledger.promotion_unseen(label, moved)
+                    if moved_at:
+                        done += (
+                            f" (the promoted replica restarted before any process called "
+                            f"{', '.join(sorted(moved_at))}: for them its promotion goes unseen, "
+                            "documented as not covered)"
+                        )
                     moved_at = {}
                 ledger.lost(lost, began, committed)
                 entry = f"{done}; lost: {', '.join(sorted(lost)) or 'nothing'}"
