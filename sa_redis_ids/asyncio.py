@@ -25,10 +25,14 @@ used from any number of loops, one after another or at once: a sync application 
 ``asyncio.run()`` per request or per task, a test suite with a loop per test, threads that each
 run their own loop. The first loop that calls uses the client the instance was given; each other
 loop gets a client of its own with the same settings (pool class and size, timeouts, TLS, the
-Sentinels or the cluster's nodes), opened at that loop's first call and let go once the loop has
-closed. Values stay unique over all of them. Making the instance at import time is fine, since
-connections open at the first call. ``await ids.aclose()`` closes the connections of the loop it
-runs on. A buffered generator (``block=``) keeps its buffer for one loop at a time, the first that
+Sentinels or the cluster's nodes), opened at that loop's first call. Values stay unique over all
+of them. Making the instance at import time is fine, since connections open at the first call.
+Each loop's connections are closed as the loop shuts down: ``asyncio.run()``, ``asyncio.Runner``
+and the usual servers and test plugins end a loop with ``loop.shutdown_asyncgens()``, which the
+library uses to close them on the loop, so nothing is left for the garbage collector (no
+``ResourceWarning`` under ``python -X dev``). A loop ended by a bare ``loop.close()`` leaves its
+connections to the garbage collector: ``await ids.aclose()`` before closing it, which closes the
+connections of the loop it runs on. A buffered generator (``block=``) keeps its buffer for one loop at a time, the first that
 calls until it closes (the next loop then takes the buffer over); meanwhile the other loops draw
 from Redis directly, one round trip per call.
 
@@ -111,8 +115,8 @@ class AsyncRedisIds(RedisIdsBase):
 
     async def aclose(self) -> None:
         """End this instance's metrics reports (as `RedisIds.close` does) and close every node's
-        connection pool on the running event loop (another loop's pool is let go when that
-        loop has closed)."""
+        connection pool on the running event loop (another loop's pool is closed as that loop
+        shuts down)."""
         self._stop_background()
         for node in self.nodes.nodes:
             await node.aclose()

@@ -9,11 +9,17 @@ of every loop together stay unique.
 from __future__ import annotations
 
 import asyncio
+import gc
+import subprocess
+import sys
 import threading
 import uuid
 from typing import Any
 
 import pytest
+from redis.asyncio import Redis as AsyncRedis
+from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
+from redis.asyncio.sentinel import Sentinel as AsyncSentinel
 
 from sa_redis_ids.asyncio import AsyncRedisIds
 from tests.conftest import Backend
@@ -22,6 +28,7 @@ from tests.support.topologies import SentinelTopology
 from tests.test_asyncio_front import _async_ids
 
 THREADS = 8
+TIMEOUTS = {"socket_timeout": 5, "socket_connect_timeout": 5}
 STRATEGIES = {
     "sequence": {},
     "snowflake": {},
@@ -152,3 +159,124 @@ def test_threads_with_their_own_loops_share_one_sentinel_instance(
     values, errors = _draw_from_loops(ids, lambda ids: ids.sequence("loops"))
     assert errors == []
     assert sorted(values) == list(range(1, THREADS * 2 * 3 * 9 + 1))
+
+
+def _named_connections(clients: list[Any], name: str) -> int:
+    """How many connections named ``name`` the servers of ``clients`` (sync) hold."""
+    return sum(1 for client in clients for each in client.client_list() if each.get("name") == name)
+
+
+def _named_ids(backend: Backend, name: str) -> tuple[AsyncRedisIds, list[Any]]:
+    """An ``AsyncRedisIds`` on ``backend`` whose connections are named ``name``; and sync
+    clients of every server it may connect to."""
+    if backend.url is not None:
+        made = AsyncRedis.from_url(backend.url, client_name=name, **TIMEOUTS)
+        return AsyncRedisIds(made, prefix=backend.prefix), [backend.client]
+    assert backend.target is not None
+    cluster = AsyncRedisCluster.from_url(backend.target["cluster"], client_name=name, **TIMEOUTS)
+    servers = [node.redis_connection for node in backend.client.get_nodes()]
+    return AsyncRedisIds(cluster, prefix=backend.prefix), servers
+
+
+@pytest.mark.parametrize("backend", ["redis", "valkey", "cluster"], indirect=True)
+@pytest.mark.parametrize("strategy", ["sequence", "short_id"])
+def test_a_loop_that_ends_closes_its_connections(backend: Backend, strategy: str) -> None:
+    """``asyncio.run()`` per request without ``aclose()``: each loop's connections (the given
+    client's on the first loop, its own client's on each later one) are closed as the loop
+    shuts down, not left open for the garbage collector."""
+    name = f"ends-{uuid.uuid4().hex[:8]}"
+    ids, servers = _named_ids(backend, name)
+    generator = getattr(ids, strategy)("ends", **STRATEGIES[strategy])
+
+    async def request() -> list[Any]:
+        return [await generator.next_id(), *(await generator.next_ids(3))]
+
+    drawn: list[Any] = []
+    for _ in range(3):
+        drawn.extend(asyncio.run(request()))
+        assert _named_connections(servers, name) == 0
+    assert len(set(drawn)) == 12
+
+
+def test_a_loop_that_ends_closes_its_sentinel_connections(
+    sentinel_topology: SentinelTopology,
+) -> None:
+    """The same through Sentinel: the master's connections and, on the later loops, those of
+    the Sentinel clients the library made for them."""
+    sentinel_topology.wait_replicas_in_sync()
+    name = f"ends-{uuid.uuid4().hex[:8]}"
+    sentinel = AsyncSentinel(
+        [(host, int(port)) for host, port in (a.split(":") for a in sentinel_topology.addresses)],
+        sentinel_kwargs={"client_name": name, **TIMEOUTS},
+        client_name=name,
+        **TIMEOUTS,
+    )
+    ids = AsyncRedisIds(sentinel.master_for(sentinel_topology.service), prefix=f"e{name}")
+    users = ids.sequence("ends")
+    servers = [server.client() for server in sentinel_topology.servers] + [
+        each.client() for each in sentinel_topology.sentinels
+    ]
+    drawn = [asyncio.run(users.next_id()) for _ in range(3)]
+    assert drawn == sorted(set(drawn))
+    # The first loop's Sentinel clients are the application's (it made them); the library
+    # closes only what it made, and the master's connections of every loop.
+    assert _named_connections(servers[:-3], name) == 0
+    first_loop_sentinels = _named_connections(servers[-3:], name)
+    assert first_loop_sentinels <= 3
+    asyncio.run(users.next_id())
+    assert _named_connections(servers[-3:], name) == first_loop_sentinels
+
+
+def test_asyncio_run_per_request_leaves_no_resource_warning(real_redis: Any) -> None:
+    """What a developer sees with ``python -X dev``: no ``ResourceWarning`` after a loop per
+    request (a fresh process, so no other test's objects are collected in it)."""
+    script = (
+        "import asyncio, gc\n"
+        "from sa_redis_ids.asyncio import AsyncRedisIds\n"
+        f"ids = AsyncRedisIds.from_url({REDIS_URL!r}, prefix='dev-{uuid.uuid4().hex[:8]}')\n"
+        "users = ids.sequence('users')\n"
+        "codes = ids.short_id('codes', pool_size=100_000, offset=100_000)\n"
+        "async def request():\n"
+        "    return [await users.next_id(), await codes.next_id()]\n"
+        "for _ in range(3):\n"
+        "    asyncio.run(request())\n"
+        "gc.collect()\n"
+        "print('ok')\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-X", "dev", "-W", "error::ResourceWarning", "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr
+    assert "ResourceWarning" not in done.stderr, done.stderr
+
+
+def test_an_instance_let_go_while_its_loop_runs_leaves_the_given_client_open(
+    real_redis: Any,
+) -> None:
+    """Two ``AsyncRedisIds`` on one client the application made: dropping one while the loop
+    runs closes nothing the other (or the application) still uses."""
+    name = f"kept-{uuid.uuid4().hex[:8]}"
+
+    async def main() -> list[int]:
+        client = AsyncRedis.from_url(REDIS_URL, client_name=name, **TIMEOUTS)
+        prefix = f"k{name}"
+        kept = AsyncRedisIds(client, prefix=prefix).sequence("kept")
+        dropped = AsyncRedisIds(client, prefix=prefix).sequence("dropped")
+        values = [await kept.next_id(), await dropped.next_id()]
+        del dropped
+        gc.collect()
+        for _ in range(5):  # asyncio closes the dropped instance's part on the loop
+            await asyncio.sleep(0)
+        assert _named_connections([real_redis], name) >= 1
+        values.extend(await asyncio.gather(*(kept.next_id() for _ in range(20))))
+        await client.aclose()
+        return values
+
+    values = asyncio.run(main())
+    assert values[0] == 1 and values[1] == 1
+    assert sorted(values[2:]) == list(range(2, 22))
+    assert _named_connections([real_redis], name) == 0

@@ -453,6 +453,17 @@ class AsyncLane:
                 with contextlib.suppress(Exception):
                     await self.pool.release(connection)
 
+    async def let_go(self) -> None:
+        """Close and hand back the connections kept for the running event loop (its client is
+        being closed)."""
+        for connection in self._kept.pop(asyncio.get_running_loop(), []):
+            SHARES.give_back(self.pool)
+            self._judged.pop(connection, None)
+            with contextlib.suppress(Exception):
+                await connection.disconnect()
+            with contextlib.suppress(Exception):
+                await self.pool.release(connection)
+
     async def _keep(self, connection: Any, kept: list[Any]) -> None:
         """Keep an in-step connection for the next call, or hand it back beyond the share."""
         if SHARES.take(self.pool):

@@ -8,7 +8,7 @@ is one client per loop. An asyncio node does that for its user: the first loop t
 the client the node was given, and every other loop a *twin*, a client built with the same
 connection settings and pool class (a Sentinel service's twin asks twins of its Sentinels, a
 Redis Cluster's starts from the nodes the client knows), made at that loop's first call and
-dropped once the loop has closed. So a sync application that runs ``asyncio.run()`` per request,
+closed as the loop shuts down (see `AtLoopEnd`). So a sync application that runs ``asyncio.run()`` per request,
 test suites with a loop per test, and threads that each run their own loop all work with one
 ``AsyncRedisIds``.
 
@@ -20,11 +20,14 @@ and one identity check while the same loop keeps calling (the common case).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
+import logging
 import os
+import sys
 import threading
 import weakref
-from collections.abc import Callable
+from collections.abc import AsyncGenerator, Callable
 from typing import Any
 
 from redis.asyncio import Redis as AsyncRedis
@@ -39,6 +42,8 @@ from sa_redis_ids.errors import ConfigError
 from sa_redis_ids.redis.fastlane import AsyncLane
 from sa_redis_ids.redis.scripts import script_source
 from sa_redis_ids.redis.switchover import MasterWatch
+
+logger = logging.getLogger(__name__)
 
 #: Connection options a pool adds for itself (they name the pool they belong to).
 _POOL_OWN = ("maint_notifications_pool_handler", "connection_pool")
@@ -102,13 +107,84 @@ def _cluster_twin(client: AsyncRedisCluster, *, node: str) -> AsyncRedisCluster:
     )
 
 
+class AtLoopEnd:
+    """Closes an `OnLoop`'s connections on its event loop as asyncio shuts that loop down.
+
+    asyncio has no hook for a loop's end, but the runners that end a loop properly
+    (``asyncio.run``, ``asyncio.Runner``, pytest-asyncio, uvicorn) first call
+    ``loop.shutdown_asyncgens()``, which closes every async generator still suspended on the
+    loop. This one waits suspended and, closed that way, closes the connections on the loop,
+    while that can still be done cleanly (any later, their transports are bound to a closed loop
+    and the garbage collector reports them: ``ResourceWarning: unclosed Connection``). A loop
+    without async-generator hooks (one not run by ``run_forever``) gets nothing, and a forked
+    child closes nothing of its parent's.
+
+    The generator holds the `OnLoop` weakly. When its node is let go while the loop still runs
+    (an ``AsyncRedisIds`` dropped), asyncio closes the generator too, on that loop: then only
+    what the library made is closed (the lane's connections, a twin client), never the client
+    the application gave, which others may be using.
+    """
+
+    __slots__ = ("_waiting",)
+
+    def __init__(self, state: OnLoop):
+        self._waiting: AsyncGenerator[None, bool | None] | None = None
+        if sys.get_asyncgen_hooks().firstiter is None:
+            return  # nothing would close it: the loop's end cannot be seen
+        made = state.client if state.twin else None
+        waiting = self._wait(weakref.ref(state), state.lane, made, os.getpid())
+        with contextlib.suppress(StopIteration):  # its first step only suspends
+            waiting.asend(None).send(None)  # registers it with the running loop
+        self._waiting = waiting
+
+    @staticmethod
+    async def _wait(
+        whole: weakref.ref[OnLoop], lane: AsyncLane | None, made: Any, pid: int
+    ) -> AsyncGenerator[None, bool | None]:
+        try:
+            yield  # until closed (the loop shuts down, or the node was let go) or `cancel`
+        except GeneratorExit:
+            if os.getpid() != pid:  # a forked child's loop: the connections are its parent's
+                raise
+            state = whole()
+            try:
+                if state is not None:  # the loop shuts down
+                    await state.close_connections()
+                else:  # the node was let go while the loop runs
+                    await close_connections(lane, made, twin=made is not None)
+            except Exception:  # the loop or the node is done with them: nothing to serve
+                logger.debug("closing an event loop's connections failed", exc_info=True)
+            raise
+
+    def cancel(self) -> None:
+        """End the wait without closing anything (from any thread; once is enough)."""
+        waiting, self._waiting = self._waiting, None
+        if waiting is None:
+            return
+        with contextlib.suppress(StopIteration, StopAsyncIteration, RuntimeError):
+            waiting.asend(True).send(None)  # returns at once; RuntimeError: it is closing now
+
+
 class OnLoop:
     """What an asyncio node keeps for one event loop: its client and what is bound to it."""
 
-    __slots__ = ("client", "first_use", "lane", "loaded", "ready", "scripts", "watch")
+    __slots__ = (
+        "__weakref__",
+        "client",
+        "end",
+        "first_use",
+        "lane",
+        "loaded",
+        "ready",
+        "scripts",
+        "twin",
+        "watch",
+    )
 
-    def __init__(self, client: Any, *, lanes: bool):
+    def __init__(self, client: Any, *, lanes: bool, twin: bool = False):
         self.client = client
+        self.twin = twin
+        """Whether the library made ``client`` (and so owns its Sentinel clients too)."""
         self.scripts: dict[str, Script] = {}
         """Scripts registered on this client, by name (and clock shift)."""
         self.loaded: set[str] = set()
@@ -119,6 +195,8 @@ class OnLoop:
         """The lock this loop's first calls and script loads wait on (made on the loop)."""
         self.ready = False
         """Whether this loop's client was set up (a cluster's slot map) and the node probed."""
+        self.end = AtLoopEnd(self)
+        """Closes the connections as the loop shuts down."""
 
     def script(self, name: str, shift_ms: int) -> Script:
         """The registered script ``name`` on this loop's client."""
@@ -133,6 +211,33 @@ class OnLoop:
         if self.first_use is None:
             self.first_use = asyncio.Lock()
         return self.first_use
+
+    async def close_connections(self) -> None:
+        """Close every connection of this loop (run on it): those the fast lane keeps, the
+        client's pool and, for a twin, its Sentinel clients."""
+        self.end.cancel()
+        await close_connections(self.lane, self.client, twin=self.twin)
+
+
+async def close_connections(lane: AsyncLane | None, client: Any, *, twin: bool) -> None:
+    """Close the connections ``lane`` keeps for the running loop, then ``client``'s (if any)
+    and, for a ``twin`` the library made, those of its Sentinel clients."""
+    if lane is not None:
+        await lane.let_go()
+    if client is None:
+        return
+    await close_client(client)
+    if twin:
+        pool = getattr(client, "connection_pool", None)  # (a cluster has none)
+        manager = getattr(pool, "sentinel_manager", None)
+        for sentinel in getattr(manager, "sentinels", ()):
+            await close_client(sentinel)
+
+
+async def close_client(client: Any) -> None:
+    """Close a ``redis.asyncio`` client's connections (``aclose``, or ``close`` before 5.0.1)."""
+    closing = getattr(client, "aclose", None) or client.close
+    await closing()
 
 
 class PerLoop:
@@ -165,30 +270,35 @@ class PerLoop:
         node's own client for the first loop, a twin for each other; closed loops dropped)."""
         with self._lock:
             if self._pid != os.getpid():  # a forked child: nothing of its parent's loops
+                for old_state in self._states.values():
+                    old_state.end.cancel()  # the parent closes them, not the child
                 self._states = weakref.WeakKeyDictionary()
                 self._pid = os.getpid()
             state = self._states.get(loop)
             if state is None:
                 for old in [old for old in list(self._states) if old.is_closed()]:
-                    del self._states[old]  # its connections went with it
-                if self._home_taken:
+                    self._states.pop(old).end.cancel()  # closed at its end, if asyncio ended it
+                twin = self._home_taken
+                if twin:
                     client = twin_client(self.client, node=self.name())
                 else:
                     client, self._home_taken = self.client, True
-                state = self._states[loop] = OnLoop(client, lanes=self.lanes)
+                state = self._states[loop] = OnLoop(client, lanes=self.lanes, twin=twin)
             self._last = (loop, state)
             return state
 
-    def release(self) -> Any:
-        """The running loop's client, forgotten (to be closed): the next call of this loop
-        makes a new one. When this loop has none: the node's own client if no loop took it yet,
-        else None (it belongs to another loop, running or closed, which this one cannot close:
-        redis-py raises ``RuntimeError``)."""
+    async def aclose(self) -> None:
+        """Close the running loop's connections and forget them: the next call of this loop
+        opens new ones. When this loop has none: the node's own client if no loop took it yet;
+        else nothing (it belongs to another loop, running or closed, which this one cannot
+        close: redis-py raises ``RuntimeError``)."""
         loop = asyncio.get_running_loop()
         with self._lock:
             state = self._states.pop(loop, None)
             if self._last[0] is loop:
                 self._last = (None, None)
-            if state is None:
-                return None if self._home_taken else self.client
-        return state.client
+            unused = state is None and not self._home_taken
+        if state is not None:
+            await state.close_connections()
+        elif unused:
+            await close_client(self.client)

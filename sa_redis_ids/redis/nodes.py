@@ -659,14 +659,10 @@ class Node(ForkSafe):
                 on.loaded.add(script.sha)
 
     async def aclose(self) -> None:
-        """Close the connection pool of the running event loop's client (an asyncio node; the
-        node's own client if no loop used it yet), and forget it: a later call of this loop
-        opens a new one. Another loop's client is left to that loop (see `PerLoop.release`)."""
-        client = self._loops.release()
-        if client is None:
-            return
-        closing = getattr(client, "aclose", None) or client.close
-        await closing()
+        """Close the running event loop's connections (an asyncio node; the node's own client's
+        if no loop used it yet), and forget them: a later call of this loop opens new ones.
+        Another loop's connections are left to that loop (see `PerLoop.aclose`)."""
+        await self._loops.aclose()
 
     def command(self, method: str, *args: Any) -> Any:
         """The reply of the client's read command ``method`` (``"get"``, ``"bitcount"`` …) on
