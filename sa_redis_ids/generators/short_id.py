@@ -723,7 +723,11 @@ class ShortIdGenerator(IdGenerator[int]):
 
     @planned
     def release(self, value: int) -> Plan[bool]:
-        """Give ``value`` back to the pool so it can be issued again; True if it was taken."""
+        """Give ``value`` back to the pool so it can be issued again; True if it was taken.
+
+        Call it once per value: a release that raised may still have freed the value, which
+        another process may have drawn since, so sending it again could free a value in use
+        (a value never given back is only a gap)."""
         node, position = self.locate(value)
         with self.high.records:
             self._taken[node.index].discard(position)
