@@ -11,6 +11,7 @@ and asyncio.
 from __future__ import annotations
 
 import asyncio
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -107,3 +108,56 @@ def test_an_async_block_drawn_before_the_floor_was_known_is_not_handed_to_a_flus
     assert len(set(flushed)) == 30
     assert not set(flushed) & set(table), "a flush got a value the table holds"
     assert dropped >= 48
+
+
+def test_a_flush_takes_again_when_another_flush_dropped_a_floorless_block_it_took_from(
+    backend: Backend, engine: Engine, create_tables: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Three threads of one process after a loss, in the order that once let a flush keep
+    values the table held: flush B checks for blocks fetched without the floor (none yet);
+    thread A draws directly and its fetch goes without the floor; B takes its values from A's
+    block; flush C drops that block first. B must see that a block fetched without the floor
+    landed during its take, and take its values again."""
+    from sa_redis_ids.orm import batches
+
+    first = backend.ids().sequence("race", block=50)
+    model = row_model(first)
+    create_tables(model.metadata)
+    table = insert_rows(engine, model, TABLE_ROWS)
+    lose(backend)
+    again = backend.ids().sequence("race", block=50)
+    bound = row_model(again)
+    seen: dict[str, Any] = {}
+    real_drop = batches.drop_floorless
+
+    def in_thread(action: Any) -> Any:
+        found: list[Any] = []
+        worker = threading.Thread(target=lambda: found.append(action()))
+        worker.start()
+        worker.join()
+        return found[0]
+
+    def drop_then_let_a_draw(generator: Any, buffer: Any) -> int:
+        dropped = real_drop(generator, buffer)
+        if "a" not in seen:  # B has read the count and dropped: now A draws, without the floor
+            seen["a"] = in_thread(again.next_id)
+            seen["floorless"] = again.buffer.floorless
+        return dropped
+
+    real_next_ids = again.next_ids
+
+    def take_then_let_c_drop(n: int) -> list[int]:
+        values = real_next_ids(n)
+        if "b" not in seen:  # B took from A's block: now C drops it first
+            seen["b"] = values
+            seen["c"] = real_drop(again, again.buffer)  # (as C's flush would: a floor is readable)
+        return values
+
+    monkeypatch.setattr(batches, "drop_floorless", drop_then_let_a_draw)
+    monkeypatch.setattr(again, "next_ids", take_then_let_c_drop)
+    flushed = insert_rows(engine, bound, 20)
+    assert seen["floorless"], "A's block was fetched without the floor"
+    assert set(seen["b"]) & set(table), "B's first take came from A's block"
+    assert seen["c"] > 0, "C dropped the block"
+    assert not set(flushed) & set(table), "a flush got a value the table holds"
+    assert sorted(values_in(engine, bound)) == sorted(table + flushed)
