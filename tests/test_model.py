@@ -231,6 +231,28 @@ def test_a_promotion_restarted_before_any_call_is_counted_as_the_documented_limi
     assert unseen, report.text()
 
 
+def test_a_replica_promoted_right_after_its_full_resync_is_seen_as_a_promotion() -> None:
+    """A restart makes the replica resynchronise in full; cut right after, it receives nothing
+    more, so its backlog is empty and starts where its previous ID's history ended, as after a
+    restart from RDB. Promoted later, it must still count as a promotion for a process idle since
+    before the restart: that process heals above what the old master issued meanwhile. Found by
+    soak seed 659772732."""
+    trace = [
+        "world direct",
+        "spawn P1 sync",
+        "spawn P2 asyncio",
+        "P2 flush beta 7",  # P2's last call, before the restart: its mark is below what follows
+        "fault restart-aof",  # the replica resynchronises in full
+        "fault replica-cut",  # at once: its backlog stays empty
+        "P1 mix beta 12",  # only the old master has these
+        "fault promote",
+        "P2 mix beta 10",  # must heal: a repeat of P1's values would fail the insert
+    ]
+    report = execute(trace)
+    assert not report.failed, report.text()
+    assert report.log[-1].count("rewinds:") == 1 and "dp 1" in report.log[-1], report.text()
+
+
 def test_a_direct_draw_before_the_models_are_configured_leaves_the_recreated_counter_unjudged() -> (
     None
 ):

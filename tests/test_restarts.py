@@ -18,9 +18,10 @@ from typing import Any
 import pytest
 
 from sa_redis_ids import RedisIds, RedisUnavailable
+from tests.support.model.proxy import Proxy
 from tests.support.servers import HOST, RedisServer
 from tests.support.services import valkey_server_binary
-from tests.support.topologies import ReplicatedPair
+from tests.support.topologies import ReplicatedPair, replicas_in_sync, wait_until
 
 PERSISTENCE = {
     "aof": ["--appendonly", "yes", "--appendfsync", "always"],
@@ -132,3 +133,46 @@ def test_the_cached_identity_never_reaches_a_replica_so_a_promoted_one_reads_its
         assert not replica.exists(f"{prefix}:{{orders}}:identity")  # … the identity is not
     finally:
         pair.stop()
+
+
+@pytest.mark.parametrize("kind", ["redis", "valkey"])
+def test_a_replica_promoted_right_after_its_full_resync_is_a_promotion_not_a_restart(
+    started: Callable[[RedisServer], RedisServer], kind: str
+) -> None:
+    """A replica whose link broke right after its full resynchronisation has an empty backlog
+    that starts where its previous ID's history ended, as a server restarted from RDB has. It
+    missed what its master issued since; promoted, every process must take it for a promotion
+    and heal, one that was idle since before the resynchronisation included."""
+    binary = binary_of(kind)
+    master = started(RedisServer(binary=binary))
+    proxy = Proxy(master.port)  # the address the processes know, moved to the replica below
+    try:
+        prefix = f"r{uuid.uuid4().hex[:10]}"
+
+        def process() -> dict[str, Any]:
+            ids = RedisIds.from_url(proxy.url, prefix=prefix, retry_after=0.1)
+            return {name: getattr(ids, name)(name, **options) for name, options in STRATEGIES}
+
+        idle, busy = process(), process()
+        for name in idle:
+            idle[name].next_ids(2)
+            busy[name].next_ids(5)
+        replica = started(RedisServer(binary=binary, args=["--replicaof", HOST, str(master.port)]))
+        wait_until(lambda: replicas_in_sync(master, 1), "the replica in sync")
+        replica.client().replicaof("NO", "ONE")  # the link breaks: it misses what follows
+        shown = replica.client().info("replication")
+        assert shown["second_repl_offset"] == shown["repl_backlog_first_byte_offset"], (
+            "the backlog is empty: INFO replication alone reads as a restart from RDB"
+        )
+        lost = {name: generator.next_ids(30) for name, generator in busy.items()}
+        proxy.switch(replica.port)
+        master.kill()
+        after = {name: first_after_restart(generator.next_id) for name, generator in idle.items()}
+    finally:
+        proxy.close()
+    assert {name: generator.rewinds for name, generator in idle.items()} == dict.fromkeys(idle, 1)
+    assert after["sequence"] > max(lost["sequence"])
+    for name in ("date_prefixed", "daily_code"):
+        parse = idle[name].parse
+        assert parse(after[name]).counter > max(parse(value).counter for value in lost[name])
+    assert after["snowflake"] > max(lost["snowflake"])

@@ -86,14 +86,29 @@ local function set_marker(marker, value, ...)
   end
 end
 
+-- Whether this server has received anything from a master since it started (INFO stats,
+-- total_net_repl_input_bytes: Redis 7.0 and later, Valkey). A replica promoted right after a full
+-- resynchronisation has an empty backlog that starts where its previous ID's history ended, as a
+-- restart from RDB does, but it received that resynchronisation; a server restarted from its own
+-- data received nothing. false where INFO stats gives no answer (an older server, a denied INFO).
+local function replicated_since_start()
+  local stats = redis.pcall('INFO', 'stats')
+  if type(stats) ~= 'string' then
+    return false
+  end
+  local bytes = string.match(stats, 'total_net_repl_input_bytes:(%d+)')
+  return bytes ~= nil and bytes ~= '0'
+end
+
 -- The node's identity and whether the node *moved* since `seen` (the identity a process saw last,
 -- "" for none): it is another server now, promoted from a replica that may have missed writes.
 -- A server that restarted from its own data (AOF or RDB) has another replication ID too, but
 -- INFO tells it apart: no previous ID (master_replid2 all zeros: it was never a replica since it
 -- started), or a replication backlog that begins where the previous ID's history ended (a
 -- restart from RDB restores the ID it ran under as the previous one and starts an empty backlog;
--- a promoted replica's backlog holds what it received before). The previous ID need not be
--- `seen`: each restart from RDB restores the one before it, so two restarts between a process's
+-- a promoted replica's backlog holds what it received before, and one promoted with an empty
+-- backlog received at least its resynchronisation: `replicated_since_start`). The previous ID
+-- need not be `seen`: each restart from RDB restores the one before it, so two restarts between a process's
 -- calls show an ID the process never saw. A restart is trusted to have kept what its persistence
 -- kept (a promoted replica restarted before any call reached it is taken for a restart too).
 -- `marker` (a key of the namespace's hash tag) caches the identity, so INFO is read about once a
@@ -128,8 +143,9 @@ local function node_identity_since(marker, seen, known, claim)
     return id, false
   end
   local restarted = string.match(info, 'master_replid2:(%w+)') == NO_REPLID
-    or string.match(info, 'second_repl_offset:(%-?%d+)')
+    or (string.match(info, 'second_repl_offset:(%-?%d+)')
       == string.match(info, 'repl_backlog_first_byte_offset:(%d+)')
+      and not replicated_since_start())
   return id, not restarted
 end
 
