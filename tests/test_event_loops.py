@@ -15,7 +15,8 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+import warnings
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import pytest
@@ -305,3 +306,33 @@ def test_an_instance_let_go_while_its_loop_runs_leaves_the_given_client_open(
     assert values[0] == 1 and values[1] == 1
     assert sorted(values[2:]) == list(range(2, 22))
     assert _settled_connections([real_redis], name) == 0
+
+
+def test_a_first_call_while_the_loop_shuts_down_draws_without_a_warning(real_redis: Any) -> None:
+    """An async generator's cleanup that draws an ID from an instance the loop has not used yet,
+    while ``asyncio.run()`` shuts the loop down: the library cannot watch that loop's end any
+    more and must not try (asyncio would warn, an error under ``-W error``)."""
+    ids = AsyncRedisIds.from_url(REDIS_URL, prefix=f"late{uuid.uuid4().hex[:8]}")
+    users = ids.sequence("late")
+    drawn: list[int] = []
+    failed: list[BaseException] = []
+
+    async def resource() -> AsyncIterator[None]:
+        try:
+            yield
+        finally:  # run by the loop's shutdown_asyncgens()
+            try:
+                drawn.append(await users.next_id())
+                await ids.aclose()
+            except BaseException as exc:
+                failed.append(exc)
+
+    async def main() -> None:
+        held = resource()
+        await held.asend(None)  # suspended: asyncio.run() closes it as the loop ends
+        main.held = held  # type: ignore[attr-defined]
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        asyncio.run(main())
+    assert failed == [] and drawn == [1]

@@ -86,18 +86,21 @@ local function set_marker(marker, value, ...)
   end
 end
 
--- Whether this server has received anything from a master since it started (INFO stats,
--- total_net_repl_input_bytes: Redis 7.0 and later, Valkey). A replica promoted right after a full
--- resynchronisation has an empty backlog that starts where its previous ID's history ended, as a
--- restart from RDB does, but it received that resynchronisation; a server restarted from its own
--- data received nothing. false where INFO stats gives no answer (an older server, a denied INFO).
+-- Whether this server may have received anything from a master since it started (INFO stats,
+-- total_net_repl_input_bytes, which counts every full resynchronisation, from disk or diskless).
+-- A replica promoted right after a full resynchronisation has an empty backlog that starts where
+-- its previous ID's history ended, as a restart from RDB does, but it received that
+-- resynchronisation; a server restarted from its own data received nothing. Where INFO stats
+-- gives no answer (a server without the counter: before Redis 7.0 a restart from RDB keeps no
+-- previous ID, so only a promotion gets here), true: a heal too many is only logged, a promotion
+-- taken for a restart repeats values.
 local function replicated_since_start()
   local stats = redis.pcall('INFO', 'stats')
   if type(stats) ~= 'string' then
-    return false
+    return true
   end
   local bytes = string.match(stats, 'total_net_repl_input_bytes:(%d+)')
-  return bytes ~= nil and bytes ~= '0'
+  return bytes ~= '0'
 end
 
 -- The node's identity and whether the node *moved* since `seen` (the identity a process saw last,
@@ -142,9 +145,9 @@ local function node_identity_since(marker, seen, known, claim)
   if seen == '' or id == seen then
     return id, false
   end
+  local second = string.match(info, 'second_repl_offset:(%-?%d+)')
   local restarted = string.match(info, 'master_replid2:(%w+)') == NO_REPLID
-    or (string.match(info, 'second_repl_offset:(%-?%d+)')
-      == string.match(info, 'repl_backlog_first_byte_offset:(%d+)')
+    or (second ~= nil and second == string.match(info, 'repl_backlog_first_byte_offset:(%d+)')
       and not replicated_since_start())
   return id, not restarted
 end

@@ -445,28 +445,28 @@ class AsyncLane:
     async def _release_closed(self) -> None:
         """Close and hand back the connections kept for event loops that have closed."""
         for loop in [loop for loop in list(self._kept) if loop.is_closed()]:
-            for connection in self._kept.pop(loop, []):
-                SHARES.give_back(self.pool)
-                self._judged.pop(connection, None)
-                with contextlib.suppress(Exception):  # its transport died with its loop
-                    await connection.disconnect(nowait=True)
-                with contextlib.suppress(Exception):
-                    await self.pool.release(connection)
+            await self._close_kept(self._kept.pop(loop, []))
 
     async def let_go(self) -> None:
         """Close and hand back the connections kept for the running event loop (its client is
-        being closed)."""
-        for connection in self._kept.pop(asyncio.get_running_loop(), []):
+        being closed); a call still running hands its connection back instead of keeping it."""
+        await self._close_kept(self._kept.pop(asyncio.get_running_loop(), []))
+
+    async def _close_kept(self, connections: list[Any]) -> None:
+        """Close kept ``connections`` without waiting for their close to complete (a server that
+        hangs cannot hold this up) and hand them back to the pool."""
+        for connection in connections:
             SHARES.give_back(self.pool)
             self._judged.pop(connection, None)
-            with contextlib.suppress(Exception):
-                await connection.disconnect()
+            with contextlib.suppress(Exception):  # its transport may have died with its loop
+                await connection.disconnect(nowait=True)
             with contextlib.suppress(Exception):
                 await self.pool.release(connection)
 
     async def _keep(self, connection: Any, kept: list[Any]) -> None:
-        """Keep an in-step connection for the next call, or hand it back beyond the share."""
-        if SHARES.take(self.pool):
+        """Keep an in-step connection for the next call, or hand it back beyond the share (or
+        when `let_go` let this loop's connections go while the call ran)."""
+        if self._kept.get(asyncio.get_running_loop()) is kept and SHARES.take(self.pool):
             kept.append(connection)
         else:
             self._judged.pop(connection, None)

@@ -45,6 +45,10 @@ from sa_redis_ids.redis.switchover import MasterWatch
 
 logger = logging.getLogger(__name__)
 
+CLOSE_TIMEOUT = 2.0
+"""Seconds a loop's end waits for its connections to close (a TLS close to a server that hangs
+could wait much longer); what is not closed by then is left to the garbage collector."""
+
 #: Connection options a pool adds for itself (they name the pool they belong to).
 _POOL_OWN = ("maint_notifications_pool_handler", "connection_pool")
 
@@ -131,11 +135,16 @@ class AtLoopEnd:
         self._waiting: AsyncGenerator[None, bool | None] | None = None
         if sys.get_asyncgen_hooks().firstiter is None:
             return  # nothing would close it: the loop's end cannot be seen
+        if getattr(asyncio.get_running_loop(), "_asyncgens_shutdown_called", False):
+            return  # the loop is ending already (asyncio would warn, too late to be closed)
         made = state.client if state.twin else None
         waiting = self._wait(weakref.ref(state), state.lane, made, os.getpid())
-        with contextlib.suppress(StopIteration):  # its first step only suspends
-            waiting.asend(None).send(None)  # registers it with the running loop
-        self._waiting = waiting
+        try:
+            waiting.asend(None).send(None)  # registers it with the running loop, and suspends
+        except StopIteration:
+            self._waiting = waiting
+        except Exception:  # a loop's hook that refused it: nothing will close the connections
+            logger.debug("the event loop's end cannot be watched", exc_info=True)
 
     @staticmethod
     async def _wait(
@@ -148,10 +157,12 @@ class AtLoopEnd:
                 raise
             state = whole()
             try:
-                if state is not None:  # the loop shuts down
-                    await state.close_connections()
-                else:  # the node was let go while the loop runs
-                    await close_connections(lane, made, twin=made is not None)
+                closing = (
+                    state.close_connections()  # the loop shuts down
+                    if state is not None
+                    else close_connections(lane, made, twin=made is not None)  # node let go
+                )
+                await asyncio.wait_for(closing, CLOSE_TIMEOUT)
             except Exception:  # the loop or the node is done with them: nothing to serve
                 logger.debug("closing an event loop's connections failed", exc_info=True)
             raise
@@ -279,11 +290,9 @@ class PerLoop:
                 for old in [old for old in list(self._states) if old.is_closed()]:
                     self._states.pop(old).end.cancel()  # closed at its end, if asyncio ended it
                 twin = self._home_taken
-                if twin:
-                    client = twin_client(self.client, node=self.name())
-                else:
-                    client, self._home_taken = self.client, True
+                client = twin_client(self.client, node=self.name()) if twin else self.client
                 state = self._states[loop] = OnLoop(client, lanes=self.lanes, twin=twin)
+                self._home_taken = True
             self._last = (loop, state)
             return state
 
