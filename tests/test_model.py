@@ -8,6 +8,7 @@ of what seeds found sit below the seeds.
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import time
 from pathlib import Path
@@ -19,8 +20,9 @@ from sa_redis_ids import RedisIds
 from tests.support.model.ledger import Ledger
 from tests.support.model.run import execute, lock_holders, plan, run_seed
 from tests.support.model.schema import LABELS
+from tests.support.model.world import World
 from tests.support.services import require_binary
-from tests.support.topologies import ReplicatedPair
+from tests.support.topologies import ReplicatedPair, SentinelServer
 
 STEPS = 30
 SEEDS = [10, 15, 31]
@@ -442,3 +444,47 @@ def test_the_ledger_flags_a_lock_left_on_the_database_after_a_step() -> None:
     assert ledger.violations == []
     ledger.outcome("b", "P1", _outcome(locks=["READ"]))
     assert len(ledger.violations) == 1 and "still holds READ locks" in ledger.violations[0]
+
+
+def _gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+
+def test_a_world_cut_short_while_it_starts_stops_every_server_it_started(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A soak stopped (SIGTERM, Ctrl-C) while a seed's Sentinel world starts: the servers and
+    Sentinels started so far are stopped too, none left running."""
+    started: list[int] = []
+    servers: list[int] = []
+    real_start = SentinelServer.start
+
+    def start(sentinel: SentinelServer) -> SentinelServer:
+        if not started:  # the master and the replica run by now
+            assert worlds and worlds[0].topology is not None
+            servers.extend(each.process.pid for each in worlds[0].topology.servers if each.process)
+        if len(started) == 2:  # the third Sentinel: the signal arrives
+            raise KeyboardInterrupt
+        real_start(sentinel)
+        assert sentinel.process is not None
+        started.append(sentinel.process.pid)
+        return sentinel
+
+    monkeypatch.setattr(SentinelServer, "start", start)
+    worlds: list[World] = []
+    real_world_start = World.start
+
+    def world_start(world: World) -> World:
+        worlds.append(world)
+        return real_world_start(world)
+
+    monkeypatch.setattr(World, "start", world_start)
+    with pytest.raises(KeyboardInterrupt):
+        execute(["world sentinel", "spawn P1 sync"])
+    assert len(started) == 2 and len(servers) == 2
+    assert all(_gone(pid) for pid in servers), "the master or the replica still runs"
+    assert all(_gone(pid) for pid in started), "a Sentinel started before the signal still runs"

@@ -82,13 +82,16 @@ class ReplicatedPair:
         self._count = replicas
 
     def start(self) -> ReplicatedPair:
+        """Start the servers; each is listed before it starts, so that `stop` stops it even
+        when this start is cut short (a failure, Ctrl-C, SIGTERM)."""
         self.master.start()
         for _ in range(self._count):
             replica = RedisServer(
                 directory=self.dir,
                 args=[*REPLICATION_ARGS, "--replicaof", HOST, str(self.master.port)],
             )
-            self.replicas.append(replica.start())
+            self.replicas.append(replica)
+            replica.start()
         self.wait_in_sync()
         return self
 
@@ -197,12 +200,14 @@ class SentinelTopology:
         return [sentinel.address for sentinel in self.sentinels]
 
     def start(self) -> SentinelTopology:
+        """Start the servers and Sentinels; each is listed before it starts, so that `stop`
+        stops it even when this start is cut short (a failure, Ctrl-C, SIGTERM)."""
         self.pair.start()
         self.servers = [self.pair.master, *self.pair.replicas]
-        self.sentinels = [
-            SentinelServer(self.dir, self.pair.master.port, periods=self.periods).start()
-            for _ in range(self._sentinel_count)
-        ]
+        for _ in range(self._sentinel_count):
+            sentinel = SentinelServer(self.dir, self.pair.master.port, periods=self.periods)
+            self.sentinels.append(sentinel)
+            sentinel.start()
         others = self._sentinel_count - 1
         # Ready when every sentinel knows the replica and its peers (needed to agree on a failover).
 

@@ -350,7 +350,8 @@ def execute(trace: list[str], *, seed: int | None = None, check_every: int = 5) 
             words = step.split()
             report.steps_run = index + 1
             if words[0] == "world":
-                world = World(words[1], PREFIX).start()
+                world = World(words[1], PREFIX)  # known before it starts: stopped if cut short
+                world.start()
                 report.log.append(f"{index:3} {step}: started")
                 continue
             assert world is not None, "the first step of a trace is 'world ...'"

@@ -104,10 +104,14 @@ class World:
     # -- life --------------------------------------------------------------------------------
 
     def start(self) -> World:
+        """Start the servers; each is kept before it starts, so that `stop` stops it even when
+        this start is cut short (a failure, Ctrl-C, a soak's SIGTERM)."""
         if self.mode == "sentinel":
-            self.topology = SentinelTopology(periods=TEST_PERIODS).start()
+            self.topology = SentinelTopology(periods=TEST_PERIODS)
+            self.topology.start()
             return self
-        self.master = RedisServer(args=_data_args()).start()
+        self.master = RedisServer(args=_data_args())
+        self.master.start()
         self.proxy = Proxy(self.master.port)
         self._new_replica()
         return self
@@ -115,7 +119,8 @@ class World:
     def _new_replica(self) -> None:
         assert self.master is not None
         args = _data_args("--replicaof", HOST, str(self.master.port))
-        self.replica = RedisServer(args=args).start()
+        self.replica = RedisServer(args=args)
+        self.replica.start()
         self.replica_cut = False
         master = self.master
         wait_until(lambda: replicas_in_sync(master, 1), "the model's replica in sync")
