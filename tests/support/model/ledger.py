@@ -9,7 +9,8 @@
   value taken after it (documented: a second loss while processes still hold values drawn after
   the first heal); a buffered generator's values count as taken when their block was fetched.
   And so is a repeat across a promotion whose replica restarted from its own data before any
-  process called the namespace (documented as not covered: the promotion goes unseen).
+  process drew from the namespace or reserved or released in it (documented as not covered: the
+  promotion goes unseen; maintenance does not look at the node's identity).
 - **Reserved**: a short ID reserved after the pool's last loss is never handed out.
 - **No false loss**: a process logs (``sa_redis_ids.rewinds``) or counts (``generator.rewinds``)
   a rewind of a namespace only if a fault lost that namespace's data since the process last

@@ -268,17 +268,17 @@ def _summary(outcome: dict[str, Any]) -> str:
 
 
 def touched(command: list[str], outcome: dict[str, Any]) -> set[str]:
-    """The namespaces a process's command called, widely counted: after a promotion, one of
-    them may have seen it (and healed), so a repeat is no longer excused by a restart that hid
-    it. Every generator that handed out a value (floorless ones too); the short IDs for
-    ``reserve`` and ``release``; every one for ``maintenance``; and for a command that raised,
-    every generator it could have called."""
+    """The namespaces a process's command called with a script that checks the node's
+    identity, widely counted: after a promotion, one of them may have seen it (and healed), so a
+    repeat is no longer excused by a restart that hid it. Every generator that handed out a value
+    (floorless ones too); the short IDs for ``reserve`` and ``release``; and for a command that
+    raised, every generator it could have called. Not ``maintenance``: its calls (precreating
+    and purging days, a pool's statistics) do not look at the node's identity, so they cannot
+    see a promotion."""
     found = {label for part in ("values", "floorless") for label, v in outcome[part].items() if v}
     kind = command[0]
     if kind in ("reserve", "release"):
         found.add("sid")
-    if kind == "maintenance":
-        found |= set(LABELS)
     if outcome["errors"]:
         if kind in ("draw", "threads", "fork"):
             found |= {command[1], *TABLE_COLUMNS[BY_LABEL[command[1]].table].values()}
