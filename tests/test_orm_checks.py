@@ -8,6 +8,7 @@ each dialect, and by ``check_columns(engine)`` on demand.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -28,7 +29,14 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects import mysql, postgresql, sqlite
 from sqlalchemy.engine import Engine
-from sqlalchemy.orm import DeclarativeBase, Mapped, Session, configure_mappers, mapped_column
+from sqlalchemy.orm import (
+    DeclarativeBase,
+    Mapped,
+    Session,
+    configure_mappers,
+    mapped_column,
+    mapperlib,
+)
 from sqlalchemy.types import TypeDecorator
 
 from sa_redis_ids import ConfigError, RedisIds, redis_id, register
@@ -53,6 +61,15 @@ def base() -> Iterator[type[DeclarativeBase]]:
         yield found
 
 
+@contextmanager
+def configuring_alone() -> Iterator[None]:
+    """Hold SQLAlchemy's configure lock while a test maps a model and configures it: a thread
+    another test left running (a buffer's refill reading a column floor through the ORM) could
+    otherwise configure the new mapper first, and the check would raise in that thread."""
+    with mapperlib._CONFIGURE_MUTEX:
+        yield
+
+
 def _model(base: Any, type_: Any, generator: IdGenerator[Any], *, use_default: bool) -> Any:
     class Thing(base):  # type: ignore[misc, valid-type]
         __tablename__ = "things"
@@ -73,7 +90,7 @@ def test_a_too_narrow_column_is_refused_when_mappers_configure(
     ids: RedisIds, base: Any, use_default: bool
 ) -> None:
     short = ids.short_id("short", pool_size=10_000_000, offset=10_000_000)
-    with pytest.raises(ConfigError) as caught:
+    with configuring_alone(), pytest.raises(ConfigError) as caught:
         _model(base, SmallInteger, short, use_default=use_default)
         configure_mappers()
     message = str(caught.value)
@@ -216,7 +233,7 @@ def test_a_core_table_with_a_redis_id_default_is_checked_on_its_dialect(
 
 def test_check_columns_checks_live_models_only(ids: RedisIds) -> None:
     short = ids.short_id("short", pool_size=10_000_000, offset=10_000_000)
-    with fresh_base() as base:
+    with fresh_base() as base, configuring_alone():
         _model(base, SmallInteger, short, use_default=True)
         with pytest.raises(ConfigError):
             configure_mappers()
