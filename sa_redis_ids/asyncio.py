@@ -32,9 +32,9 @@ and the usual servers and test plugins end a loop with ``loop.shutdown_asyncgens
 library uses to close them on the loop, so nothing is left for the garbage collector (no
 ``ResourceWarning`` under ``python -X dev``). A loop ended by a bare ``loop.close()`` leaves its
 connections to the garbage collector: ``await ids.aclose()`` before closing it, which closes the
-connections of the loop it runs on. A buffered generator (``block=``) keeps its buffer for one loop at a time, the first that
-calls until it closes (the next loop then takes the buffer over); meanwhile the other loops draw
-from Redis directly, one round trip per call.
+connections of the loop it runs on. A buffered generator (``block=``) keeps its buffer for one
+loop at a time, the first that calls until it closes (the next loop then takes the buffer over);
+meanwhile the other loops draw from Redis directly, one round trip per call.
 
 **After a Redis restart** every method reconnects on its own: a call that finds its connection
 closed (the server restarted, or a proxy closed an idle connection) is sent once more on a new

@@ -111,9 +111,10 @@ end
 -- restart from RDB restores the ID it ran under as the previous one and starts an empty backlog;
 -- a promoted replica's backlog holds what it received before, and one promoted with an empty
 -- backlog received at least its resynchronisation: `replicated_since_start`). The previous ID
--- need not be `seen`: each restart from RDB restores the one before it, so two restarts between a process's
--- calls show an ID the process never saw. A restart is trusted to have kept what its persistence
--- kept (a promoted replica restarted before any call reached it is taken for a restart too).
+-- need not be `seen`: each restart from RDB restores the one before it, so two restarts between
+-- a process's calls show an ID the process never saw. A restart is trusted to have kept what
+-- its persistence kept (a promoted replica restarted before any call reached it is taken for a
+-- restart too).
 -- `marker` (a key of the namespace's hash tag) caches the identity, so INFO is read about once a
 -- second per namespace and node, and whenever a process saw another identity than the marker's.
 -- `known`: the marker's value if the caller read it already (false: missing; nil: not read).

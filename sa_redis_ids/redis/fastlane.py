@@ -449,8 +449,12 @@ class AsyncLane:
 
     async def let_go(self) -> None:
         """Close and hand back the connections kept for the running event loop (its client is
-        being closed); a call still running hands its connection back instead of keeping it."""
-        await self._close_kept(self._kept.pop(asyncio.get_running_loop(), []))
+        being closed). The loop's list stays, emptied: a call still running keeps its connection
+        there as usual, for the loop's later calls or the sweep of closed loops."""
+        kept = self._kept.get(asyncio.get_running_loop(), [])
+        connections = kept[:]
+        kept.clear()
+        await self._close_kept(connections)
 
     async def _close_kept(self, connections: list[Any]) -> None:
         """Close kept ``connections`` without waiting for their close to complete (a server that
@@ -464,9 +468,8 @@ class AsyncLane:
                 await self.pool.release(connection)
 
     async def _keep(self, connection: Any, kept: list[Any]) -> None:
-        """Keep an in-step connection for the next call, or hand it back beyond the share (or
-        when `let_go` let this loop's connections go while the call ran)."""
-        if self._kept.get(asyncio.get_running_loop()) is kept and SHARES.take(self.pool):
+        """Keep an in-step connection for the next call, or hand it back beyond the share."""
+        if SHARES.take(self.pool):
             kept.append(connection)
         else:
             self._judged.pop(connection, None)

@@ -8,9 +8,9 @@ is one client per loop. An asyncio node does that for its user: the first loop t
 the client the node was given, and every other loop a *twin*, a client built with the same
 connection settings and pool class (a Sentinel service's twin asks twins of its Sentinels, a
 Redis Cluster's starts from the nodes the client knows), made at that loop's first call and
-closed as the loop shuts down (see `AtLoopEnd`). So a sync application that runs ``asyncio.run()`` per request,
-test suites with a loop per test, and threads that each run their own loop all work with one
-``AsyncRedisIds``.
+closed as the loop shuts down (see `AtLoopEnd`). So a sync application that runs
+``asyncio.run()`` per request, test suites with a loop per test, and threads that each run their
+own loop all work with one ``AsyncRedisIds``.
 
 Each loop keeps its own `OnLoop`: the client, the scripts registered on it, its fast lane, the
 lock first calls wait on and its Sentinel watch. Finding it costs one ``get_running_loop()``
@@ -155,14 +155,12 @@ class AtLoopEnd:
         except GeneratorExit:
             if os.getpid() != pid:  # a forked child's loop: the connections are its parent's
                 raise
+            twin = made is not None  # the node was let go: only what the library made
             state = whole()
+            if state is not None:  # the loop shuts down: every connection of it
+                lane, made, twin = state.lane, state.client, state.twin
             try:
-                closing = (
-                    state.close_connections()  # the loop shuts down
-                    if state is not None
-                    else close_connections(lane, made, twin=made is not None)  # node let go
-                )
-                await asyncio.wait_for(closing, CLOSE_TIMEOUT)
+                await asyncio.wait_for(close_connections(lane, made, twin=twin), CLOSE_TIMEOUT)
             except Exception:  # the loop or the node is done with them: nothing to serve
                 logger.debug("closing an event loop's connections failed", exc_info=True)
             raise
