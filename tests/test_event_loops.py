@@ -191,16 +191,20 @@ def no_gc() -> Iterator[None]:
         gc.enable()
 
 
-def _named_ids(backend: Backend, name: str) -> tuple[AsyncRedisIds, list[Any]]:
-    """An ``AsyncRedisIds`` on ``backend`` whose connections are named ``name``; and sync
+def _named_client(backend: Backend, name: str) -> tuple[Any, list[Any]]:
+    """A ``redis.asyncio`` client of ``backend`` whose connections are named ``name``; and sync
     clients of every server it may connect to."""
     if backend.url is not None:
-        made = AsyncRedis.from_url(backend.url, client_name=name, **TIMEOUTS)
-        return AsyncRedisIds(made, prefix=backend.prefix), [backend.client]
+        return AsyncRedis.from_url(backend.url, client_name=name, **TIMEOUTS), [backend.client]
     assert backend.target is not None
     cluster = AsyncRedisCluster.from_url(backend.target["cluster"], client_name=name, **TIMEOUTS)
-    servers = [node.redis_connection for node in backend.client.get_nodes()]
-    return AsyncRedisIds(cluster, prefix=backend.prefix), servers
+    return cluster, [node.redis_connection for node in backend.client.get_nodes()]
+
+
+def _named_ids(backend: Backend, name: str) -> tuple[AsyncRedisIds, list[Any]]:
+    """An ``AsyncRedisIds`` on `_named_client`, and the servers' sync clients."""
+    client, servers = _named_client(backend, name)
+    return AsyncRedisIds(client, prefix=backend.prefix), servers
 
 
 @pytest.mark.parametrize("backend", ["redis", "valkey", "cluster"], indirect=True)
@@ -280,16 +284,17 @@ def test_asyncio_run_per_request_leaves_no_resource_warning(real_redis: Any) -> 
     assert "ResourceWarning" not in done.stderr, done.stderr
 
 
+@pytest.mark.parametrize("backend", ["redis", "valkey", "cluster"], indirect=True)
 def test_an_instance_let_go_while_its_loop_runs_leaves_the_given_client_open(
-    real_redis: Any,
+    backend: Backend,
 ) -> None:
     """Two ``AsyncRedisIds`` on one client the application made: dropping one while the loop
     runs closes nothing the other (or the application) still uses."""
     name = f"kept-{uuid.uuid4().hex[:8]}"
 
     async def main() -> list[int]:
-        client = AsyncRedis.from_url(REDIS_URL, client_name=name, **TIMEOUTS)
-        prefix = f"k{name}"
+        client, servers = _named_client(backend, name)
+        prefix = backend.prefix
         kept = AsyncRedisIds(client, prefix=prefix).sequence("kept")
         dropped = AsyncRedisIds(client, prefix=prefix).sequence("dropped")
         values = [await kept.next_id(), await dropped.next_id()]
@@ -297,7 +302,7 @@ def test_an_instance_let_go_while_its_loop_runs_leaves_the_given_client_open(
         gc.collect()
         for _ in range(5):  # asyncio closes the dropped instance's part on the loop
             await asyncio.sleep(0)
-        assert _named_connections([real_redis], name) >= 1
+        assert _named_connections(servers, name) >= 1
         values.extend(await asyncio.gather(*(kept.next_id() for _ in range(20))))
         await client.aclose()
         return values
@@ -305,14 +310,16 @@ def test_an_instance_let_go_while_its_loop_runs_leaves_the_given_client_open(
     values = asyncio.run(main())
     assert values[0] == 1 and values[1] == 1
     assert sorted(values[2:]) == list(range(2, 22))
-    assert _settled_connections([real_redis], name) == 0
+    _, servers = _named_client(backend, name)
+    assert _settled_connections(servers, name) == 0
 
 
-def test_a_first_call_while_the_loop_shuts_down_draws_without_a_warning(real_redis: Any) -> None:
+@pytest.mark.parametrize("backend", ["fake", "redis", "valkey", "cluster"], indirect=True)
+def test_a_first_call_while_the_loop_shuts_down_draws_without_a_warning(backend: Backend) -> None:
     """An async generator's cleanup that draws an ID from an instance the loop has not used yet,
     while ``asyncio.run()`` shuts the loop down: the library cannot watch that loop's end any
     more and must not try (asyncio would warn, an error under ``-W error``)."""
-    ids = AsyncRedisIds.from_url(REDIS_URL, prefix=f"late{uuid.uuid4().hex[:8]}")
+    ids = _async_ids(backend)
     users = ids.sequence("late")
     drawn: list[int] = []
     failed: list[BaseException] = []
