@@ -255,6 +255,26 @@ def test_a_replica_promoted_right_after_its_full_resync_is_seen_as_a_promotion()
     assert report.log[-1].count("rewinds:") == 1 and "dp 1" in report.log[-1], report.text()
 
 
+def test_a_restart_from_rdb_whose_backlog_wrapped_before_a_call_is_still_a_restart() -> None:
+    """Two restarts (from the AOF, then from an RDB snapshot) between a process's calls; the
+    process's first call afterwards merges its short-ID floor, which writes its own 600
+    positions back (about 1 MB of replication stream), so the backlog the RDB restart started
+    wraps before the take that follows reads the node's identity. That is still a restart:
+    nothing healed, logged or counted. Found by soak seed 506760446."""
+    trace = [
+        "world direct",
+        "spawn P1 sync",
+        "P1 threads sid 300 stalled",  # shared calls, before P1 read its floor
+        "P1 threads sid 300 stalled",
+        "fault restart-aof",
+        "fault restart-rdb",
+        "P1 flush alpha 12",
+    ]
+    report = execute(trace)
+    assert not report.failed, report.text()
+    assert "rewinds" not in report.log[-1], report.text()
+
+
 def test_maintenance_between_a_promotion_and_a_restart_does_not_see_the_promotion() -> None:
     """The maintenance job's calls (precreating and purging days, a pool's statistics) do not look
     at the node's identity: a promotion followed by a restart before any process drew from a

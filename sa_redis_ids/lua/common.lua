@@ -107,14 +107,16 @@ end
 -- "" for none): it is another server now, promoted from a replica that may have missed writes.
 -- A server that restarted from its own data (AOF or RDB) has another replication ID too, but
 -- INFO tells it apart: no previous ID (master_replid2 all zeros: it was never a replica since it
--- started), or a replication backlog that begins where the previous ID's history ended (a
--- restart from RDB restores the ID it ran under as the previous one and starts an empty backlog;
--- a promoted replica's backlog holds what it received before, and one promoted with an empty
--- backlog received at least its resynchronisation: `replicated_since_start`). The previous ID
--- need not be `seen`: each restart from RDB restores the one before it, so two restarts between
--- a process's calls show an ID the process never saw. A restart is trusted to have kept what
--- its persistence kept (a promoted replica restarted before any call reached it is taken for a
--- restart too).
+-- started), or a replication backlog that holds nothing from before the previous ID's history
+-- ended and nothing received from a master since the server started. A restart from RDB
+-- restores the ID it ran under as the previous one and starts an empty backlog there, which its
+-- own writes later fill and wrap (past the default 1 MB, within seconds on a busy server: the
+-- backlog then begins after that point). A promoted replica's backlog holds what it received
+-- before, and one promoted with an empty backlog received at least its resynchronisation
+-- (`replicated_since_start`). The previous ID need not be `seen`: each restart from RDB restores
+-- the one before it, so two restarts between a process's calls show an ID the process never
+-- saw. A restart is trusted to have kept what its persistence kept (a promoted replica restarted
+-- before any call reached it is taken for a restart too).
 -- `marker` (a key of the namespace's hash tag) caches the identity, so INFO is read about once a
 -- second per namespace and node, and whenever a process saw another identity than the marker's.
 -- `known`: the marker's value if the caller read it already (false: missing; nil: not read).
@@ -146,9 +148,10 @@ local function node_identity_since(marker, seen, known, claim)
   if seen == '' or id == seen then
     return id, false
   end
-  local second = string.match(info, 'second_repl_offset:(%-?%d+)')
+  local second = tonumber(string.match(info, 'second_repl_offset:(%d+)') or '')
+  local first = tonumber(string.match(info, 'repl_backlog_first_byte_offset:(%d+)') or '')
   local restarted = string.match(info, 'master_replid2:(%w+)') == NO_REPLID
-    or (second ~= nil and second == string.match(info, 'repl_backlog_first_byte_offset:(%d+)')
+    or (second ~= nil and first ~= nil and second > 0 and first >= second
       and not replicated_since_start())
   return id, not restarted
 end
