@@ -275,6 +275,29 @@ def test_a_restart_from_rdb_whose_backlog_wrapped_before_a_call_is_still_a_resta
     assert "rewinds" not in report.log[-1], report.text()
 
 
+def test_a_new_process_drawing_first_after_a_promotion_is_counted_as_the_documented_limit() -> None:
+    """A process fetches a block after the replica was cut and holds it; the lagging replica is
+    promoted. A process that never drew from the namespace draws first: the counter it finds
+    stands above the table (the table holds only values the replica has too), so nothing looks
+    lost and it takes the held block's values again; the holder hands them out after it. That
+    is the documented limit of a new process drawing first after a loss (guaranteed for table
+    values only), not a violation. Found by soak seed 906905286."""
+    trace = [
+        "world direct",
+        "spawn P1 sync",
+        "spawn P2 asyncio",
+        "P2 mix beta 6 stalled",
+        "fault replica-cut",
+        "P2 flush beta 19",  # fetches the next block: only the old master has it
+        "fault promote",
+        "P1 mix beta 11 stalled",  # its first draw: the held block's values again
+        "P2 draw seqb 70 many",  # hands the held block out
+    ]
+    report = execute(trace, seed=906905286)
+    assert not report.failed, report.text()
+    assert any("drew first after a loss" in line for line in report.limits), report.text()
+
+
 def test_maintenance_between_a_promotion_and_a_restart_does_not_see_the_promotion() -> None:
     """The maintenance job's calls (precreating and purging days, a pool's statistics) do not look
     at the node's identity: a promotion followed by a restart before any process drew from a
@@ -393,6 +416,42 @@ def test_the_ledger_counts_a_value_held_uncommitted_from_one_loss_to_the_next_ap
     across.outcome("a", "P1", _outcome(values={"seqb": [5]}, fetched=_fetched(1, 51, began)))
     across.outcome("b", "P2", _outcome(values={"seqb": [5]}, fetched=_fetched(1, 51)))
     assert len(across.violations) == 1 and across.limits == []  # it may have run after it
+
+
+def test_the_ledger_counts_a_new_process_drawing_first_after_a_loss_apart() -> None:
+    """A process that had received nothing of a namespace draws first after a promotion and
+    gets a block another process fetched before it and still holds: a limit, whichever hands the
+    value out first. Not when the new process had drawn before the promotion, when another
+    process healed it before that first draw, when it healed itself, for a value committed at
+    the promotion, or after a loss that left the state missing (healed from the floor)."""
+
+    def repeat(
+        *, before: bool = False, healed_by: str = "", committed: bool = False, moved: bool = True
+    ) -> Ledger:
+        ledger = _ledger("P1", "P2")
+        if before:
+            ledger.outcome("a", "P1", _outcome(values={"seqb": [1]}, fetched=_fetched(1, 51)))
+        ledger.outcome("b", "P2", _outcome(values={"seqb": [101]}, fetched=_fetched(101, 201)))
+        ledger.lost({"seqb"}, time.monotonic(), {"seqb": [102] if committed else []}, moved=moved)
+        counted = dict.fromkeys(LABELS, 0) | {"seqb": 1}
+        heal = {"rewinds": counted, "logged": counted}
+        if healed_by == "P2":
+            ledger.outcome("c", "P2", _outcome(**heal))
+        new = _outcome(values={"seqb": [102]}, fetched=_fetched(101, 151))
+        ledger.outcome("d", "P1", new | (heal if healed_by == "P1" else {}))
+        ledger.outcome("e", "P2", _outcome(values={"seqb": [102]}))  # its block from before
+        return ledger
+
+    ledger = repeat()
+    assert ledger.violations == [] and "drew first after a loss" in ledger.limits[0]
+    for flagged in (
+        repeat(before=True),
+        repeat(healed_by="P2"),
+        repeat(healed_by="P1"),
+        repeat(committed=True),
+        repeat(moved=False),
+    ):
+        assert any("102 handed out twice" in line for line in flagged.violations), flagged
 
 
 def test_the_ledger_excuses_a_repeat_across_an_unseen_promotion_until_the_next_loss() -> None:

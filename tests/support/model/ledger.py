@@ -97,6 +97,14 @@ class Ledger:
     tables) is the same limit, not a violation of its own."""
     unseen: dict[str, list[float]] = field(default_factory=lambda: {x: [] for x in LABELS})
     """Per namespace, when each promotion no process could see began (`promotion_unseen`)."""
+    first_taken: dict[str, dict[str, Span]] = field(default_factory=lambda: {x: {} for x in LABELS})
+    """Per namespace and process, when the process took its first value of it from Redis."""
+    moves: dict[str, set[int]] = field(default_factory=lambda: {x: set() for x in LABELS})
+    """Per namespace, which of its losses (indexes into `losses`) were promotions."""
+    heals_at: dict[str, list[tuple[float, str]]] = field(
+        default_factory=lambda: {x: [] for x in LABELS}
+    )
+    """Per namespace, when each step that healed it (a rewind counted) ended, and whose."""
     violations: list[str] = field(default_factory=list)
     limits: list[str] = field(default_factory=list)
     """Repeats the documentation does not cover (a value drawn before its floor was known)."""
@@ -128,10 +136,11 @@ class Ledger:
                 self.fetches[who][label].append((range(start, stop, step_by), (began, ended)))
         limited = set()  # the generators with a repeat counted as a limit in this step
         for label, values in outcome["values"].items():
-            if self._received(label, values, where, self._taken(who, label, now)):
+            if self._received(label, values, who, where, self._taken(who, label, now)):
                 limited.add(label)
         for label, values in outcome["floorless"].items():
-            if self._received(label, values, where, self._taken(who, label, now), floorless=True):
+            taken = self._taken(who, label, now)
+            if self._received(label, values, who, where, taken, floorless=True):
                 limited.add(label)
         if outcome.get("locks"):
             self.violations.append(
@@ -213,16 +222,53 @@ class Ledger:
                 return True
         return False
 
+    def _first_after_loss(self, label: str, value: Any, who: str, span: Span, other: Span) -> bool:
+        """Whether ``who`` took ``value`` (in ``span``) as a process that had received nothing
+        of ``label`` before a promotion and drew first after it, before any process healed it,
+        and the other holder took ``value`` (in ``other``) before the promotion, not committed
+        then: the documented limit of a new process drawing first after a loss. A lagging
+        replica's counter may stand at or above the table (which holds only values it has too),
+        so nothing looks lost to a process that saw no identity before; a state that is missing
+        (an emptied node, a deleted key) is healed from the floor with the headroom."""
+        began = self.first_taken[label].get(who)
+        if began is None:
+            return False
+        epoch = self._epochs(label, began)
+        if epoch[0] == 0 or epoch[0] != epoch[1] or self._epochs(label, span) != epoch:
+            return False  # no loss before its first value, or taken past a later loss
+        loss = self.losses[label][epoch[0] - 1]
+        return (
+            epoch[0] - 1 in self.moves[label]
+            and self._epochs(label, other)[1] < epoch[0]
+            and not any(
+                loss < healed and (healed < began[0] or healer == who)
+                for healed, healer in self.heals_at[label]
+            )
+            and value not in self.committed_at_loss[label][epoch[0] - 1]
+        )
+
     def _documented(
-        self, label: str, value: Any, first: Span, again: Span, floorless: bool
+        self,
+        label: str,
+        value: Any,
+        first: tuple[str, Span],
+        again: tuple[str, Span],
+        floorless: bool,
     ) -> str | None:
-        """Why a repeat of ``value`` (taken from Redis in ``first`` and again in ``again``) is a
-        limit the documentation states, or None: a violation."""
+        """Why a repeat of ``value`` (taken from Redis by a process and in a span, ``first``,
+        and again, ``again``) is a limit the documentation states, or None: a violation."""
         if floorless or value in self.floorless[label]:
             return "one of them was drawn directly before the process could read its column floor"
-        if self._across_unseen_promotion(label, first, again):
+        if self._first_after_loss(label, value, *first, again[1]) or self._first_after_loss(
+            label, value, *again, first[1]
+        ):
+            return (
+                "a process that had received nothing from the namespace drew first after a loss "
+                "and got a value another process held from before it"
+            )
+        if self._across_unseen_promotion(label, first[1], again[1]):
             return "a promotion between them went unseen (its replica restarted before any call)"
-        if self._held_over(label, value, first, again):
+        if self._held_over(label, value, first[1], again[1]):
             return (
                 "one of them was taken from Redis after a loss and held uncommitted at the next one"
             )
@@ -232,6 +278,7 @@ class Ledger:
         self,
         label: str,
         values: list[Any],
+        who: str,
         where: str,
         taken: Callable[[Any], Span],
         *,
@@ -244,13 +291,21 @@ class Ledger:
         taken_at = self.taken_at[label]
         self.received += len(values)
         unread = self.floorless[label]
+        if values and who not in self.first_taken[label]:
+            self.first_taken[label][who] = min(taken(value) for value in values)
         for value in values:
             first = holders.get(value)
             at = taken(value)
             if first is not None:
                 if self.released[label][value] > 0:
                     self.released[label][value] -= 1
-                elif reason := self._documented(label, value, taken_at[value], at, floorless):
+                elif reason := self._documented(
+                    label,
+                    value,
+                    (first.split(" at ", 1)[0], taken_at[value]),
+                    (who, at),
+                    floorless,
+                ):
                     self.limits.append(
                         f"{where}: {label} value {value!r} again (first {first}); {reason}"
                     )
@@ -304,6 +359,7 @@ class Ledger:
                 )
             if counted or logged:
                 self.healed.append(f"{where}: {label} {counted}")
+                self.heals_at[label].append((time.monotonic(), who))
             if not keep:
                 continue
             through = drew and bool(outcome["values"].get(label)) and label not in BUFFERED
@@ -327,11 +383,21 @@ class Ledger:
         (documented as not covered), so what the replica missed may be handed out again."""
         self.unseen[label].append(began)
 
-    def lost(self, namespaces: set[str], began: float, committed: dict[str, list[Any]]) -> None:
+    def lost(
+        self,
+        namespaces: set[str],
+        began: float,
+        committed: dict[str, list[Any]],
+        *,
+        moved: bool = False,
+    ) -> None:
         """A fault that began at ``began`` (``time.monotonic()``) lost these namespaces' data;
-        ``committed``: every value the tables held when it began."""
+        ``committed``: every value the tables held when it began; ``moved``: the fault was a
+        promotion (the node is another server, whose state may stand behind but not missing)."""
         self.unhealed |= namespaces
         for label in namespaces:
+            if moved:
+                self.moves[label].add(len(self.losses[label]))
             self.lost_at[label] = time.monotonic()
             self.losses[label].append(began)
             self.committed_at_loss[label].append(set(committed.get(label, ())))

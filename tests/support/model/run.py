@@ -390,7 +390,7 @@ def execute(trace: list[str], *, seed: int | None = None, check_every: int = 5) 
                             "documented as not covered)"
                         )
                     moved_at = {}
-                ledger.lost(lost, began, committed)
+                ledger.lost(lost, began, committed, moved=words[1] in MOVES)
                 entry = f"{done}; lost: {', '.join(sorted(lost)) or 'nothing'}"
             else:
                 process = processes[words[0]]
