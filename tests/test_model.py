@@ -255,6 +255,18 @@ def test_a_replica_promoted_right_after_its_full_resync_is_seen_as_a_promotion()
     assert report.log[-1].count("rewinds:") == 1 and "dp 1" in report.log[-1], report.text()
 
 
+def test_a_new_process_calling_a_promoted_replica_does_not_see_its_promotion() -> None:
+    """A lagging replica is promoted; a new process draws a daily code from it (it has no
+    identity to compare, so it sees no move), then the replica restarts from its own data. A
+    process that drew before the promotion takes that for a restart: the promotion went unseen,
+    the documented limit, although a process had called the namespace in between. Found by soak
+    seed 390229442 (the model counted the new process's call as one that could see the move)."""
+    report = run_seed(390229442, soak.DEFAULT_STEPS)
+    assert not report.failed, report.text()
+    unseen = [line for line in report.limits if "promotion between them went unseen" in line]
+    assert any("dc value" in line for line in unseen), report.text()
+
+
 def test_a_restart_from_rdb_whose_backlog_wrapped_before_a_call_is_still_a_restart() -> None:
     """Two restarts (from the AOF, then from an RDB snapshot) between a process's calls; the
     process's first call afterwards merges its short-ID floor, which writes its own 600
@@ -419,20 +431,34 @@ def test_the_ledger_counts_a_value_held_uncommitted_from_one_loss_to_the_next_ap
 
 
 def test_the_ledger_counts_a_new_process_drawing_first_after_a_loss_apart() -> None:
-    """A process that had received nothing of a namespace draws first after a promotion and
-    gets a block another process fetched before it and still holds: a limit, whichever hands the
-    value out first. Not when the new process had drawn before the promotion, when another
-    process healed it before that first draw, when it healed itself, for a value committed at
-    the promotion, or after a loss that left the state missing (healed from the floor)."""
+    """A process that had not called a namespace draws first after a lagging replica's
+    promotion and gets a block another process fetched after the replica was cut off and still
+    holds: a limit, whichever hands the value out first. Not when the new process had drawn or
+    called before the promotion, when the block was fetched before the cut (the replica has
+    it), when another process healed the promotion before that first draw, when the new process
+    healed itself, for a value committed at the promotion, or after a loss that was not such a
+    promotion (an emptied node is healed from the floor with the headroom)."""
 
     def repeat(
-        *, before: bool = False, healed_by: str = "", committed: bool = False, moved: bool = True
+        *,
+        before: str = "",
+        cut_after: bool = False,
+        healed_by: str = "",
+        committed: bool = False,
+        moved: bool = True,
     ) -> Ledger:
         ledger = _ledger("P1", "P2")
-        if before:
+        if before == "drew":
             ledger.outcome("a", "P1", _outcome(values={"seqb": [1]}, fetched=_fetched(1, 51)))
+        elif before == "called":
+            ledger.touched("P1", {"seqb"}, time.monotonic())
+        if not cut_after:
+            ledger.replica_cut(time.monotonic())
         ledger.outcome("b", "P2", _outcome(values={"seqb": [101]}, fetched=_fetched(101, 201)))
-        ledger.lost({"seqb"}, time.monotonic(), {"seqb": [102] if committed else []}, moved=moved)
+        if cut_after:
+            ledger.replica_cut(time.monotonic())
+        lost = frozenset({"seqb"}) if moved else frozenset()
+        ledger.lost({"seqb"}, time.monotonic(), {"seqb": [102] if committed else []}, moved=lost)
         counted = dict.fromkeys(LABELS, 0) | {"seqb": 1}
         heal = {"rewinds": counted, "logged": counted}
         if healed_by == "P2":
@@ -445,7 +471,9 @@ def test_the_ledger_counts_a_new_process_drawing_first_after_a_loss_apart() -> N
     ledger = repeat()
     assert ledger.violations == [] and "drew first after a loss" in ledger.limits[0]
     for flagged in (
-        repeat(before=True),
+        repeat(before="drew"),
+        repeat(before="called"),
+        repeat(cut_after=True),
         repeat(healed_by="P2"),
         repeat(healed_by="P1"),
         repeat(committed=True),

@@ -98,9 +98,13 @@ class Ledger:
     unseen: dict[str, list[float]] = field(default_factory=lambda: {x: [] for x in LABELS})
     """Per namespace, when each promotion no process could see began (`promotion_unseen`)."""
     first_taken: dict[str, dict[str, Span]] = field(default_factory=lambda: {x: {} for x in LABELS})
-    """Per namespace and process, when the process took its first value of it from Redis."""
-    moves: dict[str, set[int]] = field(default_factory=lambda: {x: set() for x in LABELS})
-    """Per namespace, which of its losses (indexes into `losses`) were promotions."""
+    """Per namespace and process, when the process first called it with a script that reads
+    the node's identity (its first value taken from Redis, a short-ID reserve or release)."""
+    cut_at: float | None = None
+    """When the replica was cut off (it misses what follows), until its promotion."""
+    moves: dict[str, dict[int, float]] = field(default_factory=lambda: {x: {} for x in LABELS})
+    """Per namespace, which of its losses (indexes into `losses`) were promotions of a replica
+    that missed some of its writes, and when that replica was cut off."""
     heals_at: dict[str, list[tuple[float, str]]] = field(
         default_factory=lambda: {x: [] for x in LABELS}
     )
@@ -223,25 +227,30 @@ class Ledger:
         return False
 
     def _first_after_loss(self, label: str, value: Any, who: str, span: Span, other: Span) -> bool:
-        """Whether ``who`` took ``value`` (in ``span``) as a process that had received nothing
-        of ``label`` before a promotion and drew first after it, before any process healed it,
-        and the other holder took ``value`` (in ``other``) before the promotion, not committed
-        then: the documented limit of a new process drawing first after a loss. A lagging
-        replica's counter may stand at or above the table (which holds only values it has too),
-        so nothing looks lost to a process that saw no identity before; a state that is missing
-        (an emptied node, a deleted key) is healed from the floor with the headroom."""
+        """Whether ``who`` took ``value`` (in ``span``) as a process that had not called
+        ``label`` before a promotion of a replica that missed some of its writes and drew first
+        after it, before any process healed it, and the other holder took ``value`` (in
+        ``other``) after the replica was cut off and before the promotion, not committed then:
+        the documented limit of a new process drawing first after a loss. The replica's counter
+        may stand at or above the table (when the rows committed since the cut hold values it
+        covers), so nothing looks lost to a process that saw no identity before; a state that is
+        missing (an emptied node, a deleted key) is healed from the floor with the headroom."""
         began = self.first_taken[label].get(who)
         if began is None:
             return False
         epoch = self._epochs(label, began)
         if epoch[0] == 0 or epoch[0] != epoch[1] or self._epochs(label, span) != epoch:
             return False  # no loss before its first value, or taken past a later loss
-        loss = self.losses[label][epoch[0] - 1]
+        losses = self.losses[label]
+        loss = losses[epoch[0] - 1]
+        until = losses[epoch[0]] if epoch[0] < len(losses) else math.inf
+        cut = self.moves[label].get(epoch[0] - 1)
         return (
-            epoch[0] - 1 in self.moves[label]
+            cut is not None
+            and other[0] > cut
             and self._epochs(label, other)[1] < epoch[0]
             and not any(
-                loss < healed and (healed < began[0] or healer == who)
+                loss < healed < until and (healed < began[0] or healer == who)
                 for healed, healer in self.heals_at[label]
             )
             and value not in self.committed_at_loss[label][epoch[0] - 1]
@@ -372,6 +381,15 @@ class Ledger:
             if through:
                 self.unhealed.discard(label)  # drawn through its floor
 
+    def touched(self, who: str, labels: set[str], at: float) -> None:
+        """``who`` called ``labels`` in a step that began at ``at`` (see `first_taken`)."""
+        for label in labels:
+            self.first_taken[label].setdefault(who, (at, at))
+
+    def replica_cut(self, at: float) -> None:
+        """The replica was cut off at ``at``: it misses what follows until it is promoted."""
+        self.cut_at = at
+
     def reserve(self, values: list[int], where: str) -> None:
         for value in values:
             if value not in self.holders["sid"]:
@@ -389,20 +407,23 @@ class Ledger:
         began: float,
         committed: dict[str, list[Any]],
         *,
-        moved: bool = False,
+        moved: frozenset[str] = frozenset(),
     ) -> None:
         """A fault that began at ``began`` (``time.monotonic()``) lost these namespaces' data;
-        ``committed``: every value the tables held when it began; ``moved``: the fault was a
-        promotion (the node is another server, whose state may stand behind but not missing)."""
+        ``committed``: every value the tables held when it began; ``moved``: the namespaces
+        whose data the fault lost by promoting a replica cut off at `cut_at` (their state may
+        stand behind, not missing)."""
         self.unhealed |= namespaces
         for label in namespaces:
-            if moved:
-                self.moves[label].add(len(self.losses[label]))
+            if label in moved and self.cut_at is not None:
+                self.moves[label][len(self.losses[label])] = self.cut_at
             self.lost_at[label] = time.monotonic()
             self.losses[label].append(began)
             self.committed_at_loss[label].append(set(committed.get(label, ())))
         for pending in self.pending.values():
             pending |= namespaces
+        if moved:
+            self.cut_at = None
         if "sf" in namespaces:
             self.sf_lost_at_ms = self.highest_sf_ms
         if "sid" in namespaces:

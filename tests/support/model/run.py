@@ -339,8 +339,9 @@ def execute(trace: list[str], *, seed: int | None = None, check_every: int = 5) 
     world: World | None = None
     processes: dict[str, Process] = {}
     moved_at: dict[str, float] = {}
-    """The namespaces no process has called since the node last moved (a promotion: when it
-    began); a restart from the server's data then hides the move from them."""
+    """The namespaces that no process which had called them before the node last moved (a
+    promotion: when it began) has called since; a restart from the server's data then hides the
+    move from them. A process calling a namespace for the first time sees no move."""
     started = time.monotonic()
     try:
         for index, step in enumerate(trace):
@@ -376,6 +377,9 @@ def execute(trace: list[str], *, seed: int | None = None, check_every: int = 5) 
                 key = words[2] if len(words) > 2 else None  # delete-key KEY: that key
                 done = world.fault(words[1], random.Random(f"{seed}/{index}"), key)
                 lost = lost_namespaces(state, world.state())
+                moved = frozenset(lost) if done.startswith("lagging") else frozenset()
+                if words[1] == "replica-cut":
+                    ledger.replica_cut(began)
                 if words[1] in MOVES:  # documented: a new identity makes every process heal
                     lost |= set(LABELS)
                     done += " (the node moved: every namespace heals)"
@@ -390,18 +394,23 @@ def execute(trace: list[str], *, seed: int | None = None, check_every: int = 5) 
                             "documented as not covered)"
                         )
                     moved_at = {}
-                ledger.lost(lost, began, committed, moved=words[1] in MOVES)
+                ledger.lost(lost, began, committed, moved=moved)
                 entry = f"{done}; lost: {', '.join(sorted(lost)) or 'nothing'}"
             else:
                 process = processes[words[0]]
                 if words[-1] == "stalled":
                     words = words[:-1]
                     world.client().client_pause(STALL_MS, all=False)
+                called = time.monotonic()
                 outcome = process.call(command_of(words[1:]))
                 heals = len(ledger.healed)
                 ledger.outcome(step, words[0], outcome)
-                for label in touched(words[1:], outcome):  # it may have seen the move
-                    moved_at.pop(label, None)
+                reached = touched(words[1:], outcome)
+                for label in reached:  # it may have seen the move, if it saw the node before
+                    first = ledger.first_taken[label].get(words[0])
+                    if label in moved_at and first is not None and first[0] < moved_at[label]:
+                        del moved_at[label]
+                ledger.touched(words[0], reached, called)
                 if words[1] == "reserve" and not outcome["errors"]:
                     ledger.reserve(command_of(words[1:])[1], f"at step {index}")
                 if words[1] == "exit":
