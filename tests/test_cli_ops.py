@@ -20,6 +20,7 @@ from sqlalchemy import BigInteger, Column, MetaData, Table, create_engine, inser
 from sa_redis_ids import RedisIds
 from sa_redis_ids.cli import bench, claims, main, version
 from sa_redis_ids.cli.output import Progress
+from sa_redis_ids.generators.snowflake import LAYOUTS
 from tests.support.servers import RedisClusterProcesses, RedisServer
 from tests.support.services import REDIS_URL
 
@@ -474,12 +475,21 @@ def test_parse_recognises_a_daily_code_of_any_prefix(capsys: pytest.CaptureFixtu
     )
 
 
+UNAMBIGUOUS_MS = 1_795_835_900_000
+"""2026-11-28 03:18:20 UTC: the default layout's IDs of that minute begin ``120000``, which no
+date-prefixed format reads as a day (month 00, day 000, a year before 2000)."""
+
+
 def test_parse_recognises_a_snowflake_and_a_sequence(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["next", "o", "--strategy", "snowflake", "--shard", "3"]) == 0
-    value = capsys.readouterr().out.strip()
-    assert main(["parse", value, "--json"]) == 0
+    value = LAYOUTS["default"].compose(UNAMBIGUOUS_MS + 1234, shard=3, sequence=5)
+    assert str(value).startswith("120000")
+    assert main(["parse", str(value), "--json"]) == 0
     record = json.loads(capsys.readouterr().out)
-    assert (record["strategy"], record["shard"]) == ("snowflake", 3)
+    assert (record["strategy"], record["shard"], record["ms"]) == (
+        "snowflake",
+        3,
+        UNAMBIGUOUS_MS + 1234,
+    )
     assert main(["parse", "42", "--json"]) == 0
     record = json.loads(capsys.readouterr().out)
     assert (record["strategy"], record["counter"]) == ("sequence", 42)
@@ -500,6 +510,22 @@ def test_parse_lists_the_readings_of_an_ambiguous_value(
     readings = {(c["strategy"], c["options"].get("fmt")): c["parts"] for c in record["candidates"]}
     assert readings[("date_prefixed", "YYMMDD")]["day"] == "2026-11-22"
     assert readings[("sequence", None)]["counter"] == 2611220042
+
+
+def test_a_snowflake_whose_digits_read_as_a_day_is_ambiguous(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A default-layout snowflake of 2026-11-28 04:15 UTC begins ``12001``: in the YYDDD format
+    that is 2012-01-01, a plausible day, so both readings are listed (``--strategy`` picks one)."""
+    assert main(["parse", "120014595657042944", "--json"]) == 1
+    record = json.loads(capsys.readouterr().out)
+    readings = {(c["strategy"], c["options"].get("fmt")): c["parts"] for c in record["candidates"]}
+    assert readings[("date_prefixed", "YYDDD")]["day"] == "2012-01-01"
+    assert readings[("snowflake", None)]["timestamp"].startswith("2026-11-28T04:15")
+    assert main(["next", "o", "--strategy", "snowflake", "--shard", "3"]) == 0
+    fresh = capsys.readouterr().out.strip()
+    assert main(["parse", fresh, "--strategy", "snowflake", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["shard"] == 3
 
 
 def test_parse_strategy_forces_one_reading(capsys: pytest.CaptureFixture[str]) -> None:
