@@ -254,13 +254,23 @@ class SentinelTopology:
         """
         self.wait_settled()
         old = self.master()
-        # Sentinel refuses (NOGOODSLAVE) until its last INFO of the replica is recent enough, which
-        # its INFO period for replicas does not always make it: ask again until it accepts.
-        wait_until(
-            lambda: self.sentinels[0].client().sentinel_failover(SERVICE),
-            "Sentinel to accept the failover",
-        )
-        return self._wait_new_master(old)
+        deadline = time.monotonic() + 60
+        while True:
+            # Sentinel refuses (NOGOODSLAVE) until its last INFO of the replica is recent enough,
+            # which its INFO period for replicas does not always make it: ask until it accepts.
+            wait_until(
+                lambda: self.sentinels[0].client().sentinel_failover(SERVICE),
+                "Sentinel to accept the failover",
+            )
+            try:
+                return self._wait_new_master(old, timeout=15)
+            except RuntimeError:
+                if time.monotonic() > deadline:
+                    raise
+                if self._named_port() != old.port:  # under way: the other sentinels follow
+                    return self._wait_new_master(old, timeout=deadline - time.monotonic() + 1)
+                # A forced failover whose promotion outlasts failover-timeout (a loaded machine)
+                # is aborted and not tried again: ask again, as an operator would.
 
     def wait_settled(self) -> None:
         """Wait until every running Sentinel names the same master and has seen each running
@@ -317,7 +327,7 @@ class SentinelTopology:
         """Wait until every sentinel names a master other than ``old``; return it."""
         return self._wait_new_master(old)
 
-    def _wait_new_master(self, old: RedisServer) -> RedisServer:
+    def _wait_new_master(self, old: RedisServer, *, timeout: float = 20.0) -> RedisServer:
         def promoted() -> RedisServer | None:
             ports = {sentinel.master_port_now() for sentinel in self.sentinels}
             if len(ports) != 1 or old.port in ports:
@@ -325,7 +335,9 @@ class SentinelTopology:
             new = self._server(ports.pop())
             return new if _info(new)["role"] == "master" else None
 
-        found: RedisServer = wait_until(promoted, "the sentinels to promote a new master")
+        found: RedisServer = wait_until(
+            promoted, "the sentinels to promote a new master", timeout=timeout
+        )
         return found
 
     def wait_replicas_in_sync(self, count: int = 1) -> None:
