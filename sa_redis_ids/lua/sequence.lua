@@ -19,7 +19,9 @@
 --          brings the floor. That caller (a number, the floor read, or "ask" first) raises the
 --          counter to at least its heal value, as for a counter missing beside no claim, and
 --          records the claim as judged: silently unless the counter was below the guard, since
---          a new namespace whose first draw came before its first flush looks the same
+--          a new namespace whose first draw came before its first flush looks the same; a
+--          counter lost beside its judged claim and met by such a caller is re-created unjudged
+--          the same way
 -- ARGV[6]  (optional) pre: a transaction of this process (MULTI, MGET of the marker and the
 --          claim, INCRBY n, EXEC) took n already, from the counter `pre` ("0": missing or 0, or
 --          the claim was missing), and failed its checks; this call judges those values. They
@@ -67,6 +69,14 @@ end
 local read = redis.call('MGET', KEYS[2], KEYS[3], KEYS[1])
 local recorded, current = read[1], read[3]
 local guard, ask = ARGV[4], heal == 'ask'
+-- A counter lost beside its judged claim, met by a caller that has a floor it cannot read yet
+-- (and so no guard from it): what it re-creates is left unjudged, as when the claim was lost
+-- too, so the first call that brings the floor raises it by the headroom and no flush trusts a
+-- counter restarted at 0 below values other processes hold.
+local lost_beside = later and recorded == claim and not current and not pre
+if lost_beside then
+  recorded = nil
+end
 local vouched = claim  -- the claim the identity marker may vouch for
 local judging = false
 if recorded == claim .. UNJUDGED then
@@ -119,7 +129,7 @@ if (not before and (ask or guard ~= '0')) or (before and dec_gt(guard, before)) 
 elseif pre and recorded and not dec_gt(taken, ARGV[3]) then
   return {0, identity}
 end
-if healed == '' and recorded and not current and not pre then
+if healed == '' and (recorded or lost_beside) and not current and not pre then
   healed = '-'  -- lost beside its claim; this caller knows nothing to heal it from
 end
 local after = redis.call('INCRBY', KEYS[1], n)
